@@ -1,0 +1,138 @@
+//! Volume, bucket and key names, and `/volume/bucket/key` paths.
+
+/// A name or path that breaks the naming rules.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NameError {
+    #[error("invalid {what} name {name:?}: {why}")]
+    Invalid {
+        what: &'static str,
+        name: String,
+        why: &'static str,
+    },
+    #[error("invalid path {0:?}: expected {1}")]
+    Path(String, &'static str),
+}
+
+/// Checks a volume or bucket name: 3-63 characters of lowercase letters,
+/// digits, '-' and '.', starting and ending with a letter or digit (as in
+/// Apache Ozone and S3).
+pub fn check_resource_name(what: &'static str, name: &str) -> Result<(), NameError> {
+    let bad = |why| {
+        Err(NameError::Invalid {
+            what,
+            name: name.to_string(),
+            why,
+        })
+    };
+    if name.len() < 3 || name.len() > 63 {
+        return bad("length must be 3 to 63 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    {
+        return bad("only lowercase letters, digits, '-' and '.' are allowed");
+    }
+    let first = name.as_bytes()[0];
+    let last = name.as_bytes()[name.len() - 1];
+    if !first.is_ascii_alphanumeric() || !last.is_ascii_alphanumeric() {
+        return bad("must start and end with a letter or digit");
+    }
+    Ok(())
+}
+
+/// Checks a key name: 1-1024 bytes, no NUL, not starting with '/'.
+pub fn check_key_name(name: &str) -> Result<(), NameError> {
+    let bad = |why| {
+        Err(NameError::Invalid {
+            what: "key",
+            name: name.to_string(),
+            why,
+        })
+    };
+    if name.is_empty() || name.len() > 1024 {
+        return bad("length must be 1 to 1024 bytes");
+    }
+    if name.contains('\0') {
+        return bad("must not contain NUL");
+    }
+    if name.starts_with('/') {
+        return bad("must not start with '/'");
+    }
+    Ok(())
+}
+
+/// A parsed `/volume[/bucket[/key]]` path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OzonePath {
+    pub volume: String,
+    pub bucket: Option<String>,
+    pub key: Option<String>,
+}
+
+impl OzonePath {
+    /// Parses `/vol`, `/vol/bucket` or `/vol/bucket/key/with/slashes`.
+    pub fn parse(path: &str) -> Result<Self, NameError> {
+        let rest = path.strip_prefix('/').unwrap_or(path);
+        let mut parts = rest.splitn(3, '/');
+        let volume = parts.next().unwrap_or_default().to_string();
+        check_resource_name("volume", &volume)?;
+        let bucket = match parts.next() {
+            Some("") | None => None,
+            Some(b) => {
+                check_resource_name("bucket", b)?;
+                Some(b.to_string())
+            }
+        };
+        let key = match parts.next() {
+            Some("") | None => None,
+            Some(k) => {
+                check_key_name(k)?;
+                Some(k.to_string())
+            }
+        };
+        Ok(Self {
+            volume,
+            bucket,
+            key,
+        })
+    }
+
+    /// Requires `/volume/bucket`.
+    pub fn bucket_path(path: &str) -> Result<(String, String), NameError> {
+        let p = Self::parse(path)?;
+        match (p.bucket, p.key) {
+            (Some(b), None) => Ok((p.volume, b)),
+            _ => Err(NameError::Path(path.to_string(), "/volume/bucket")),
+        }
+    }
+
+    /// Requires `/volume/bucket/key`.
+    pub fn key_path(path: &str) -> Result<(String, String, String), NameError> {
+        let p = Self::parse(path)?;
+        match (p.bucket, p.key) {
+            (Some(b), Some(k)) => Ok((p.volume, b, k)),
+            _ => Err(NameError::Path(path.to_string(), "/volume/bucket/key")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        let (v, b, k) = OzonePath::key_path("/vol1/bucket-a/dir/file.txt").unwrap();
+        assert_eq!((v.as_str(), b.as_str(), k.as_str()), ("vol1", "bucket-a", "dir/file.txt"));
+        assert_eq!(
+            OzonePath::bucket_path("/vol1/b12").unwrap(),
+            ("vol1".into(), "b12".into())
+        );
+        assert!(OzonePath::key_path("/vol1/b12").is_err());
+        assert!(OzonePath::parse("/Vol").is_err());
+        assert!(OzonePath::parse("/v").is_err());
+        assert!(OzonePath::parse("/vol/-bad").is_err());
+        assert!(check_key_name("a\0b").is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! Command line of the datanode process (`ozone-datanode`, `ozone datanode`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use ozone_common::config::Conf;
+
+use crate::config::{DATA_DIRS, DatanodeConfig, METADATA_DIRS, default_node_name};
+
+/// Arguments of a datanode process.
+#[derive(Debug, Args, Clone)]
+pub struct DatanodeArgs {
+    /// Config file of `key = value` lines (Ozone key names).
+    #[arg(long)]
+    pub conf: Option<PathBuf>,
+    /// Config overrides, `key=value`.
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+    /// Data directory (repeatable); else `hdds.datanode.dir`.
+    #[arg(long = "data-dir")]
+    pub data_dirs: Vec<PathBuf>,
+    /// Metadata directory; else `ozone.metadata.dirs`.
+    #[arg(long)]
+    pub metadata_dir: Option<PathBuf>,
+    /// gRPC listen address.
+    #[arg(long, default_value = "0.0.0.0:9858")]
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (/healthz, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0:9882")]
+    pub http_addr: SocketAddr,
+    /// Host advertised to the OM (default: POD_IP, bind IP or host name).
+    #[arg(long)]
+    pub advertise_host: Option<String>,
+    /// OM address, host:port.
+    #[arg(long = "om", env = "OZONE_OM_ADDRESS")]
+    pub om: String,
+    /// Node name (default: NODE_NAME or the host name).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// File to write `grpc=ADDR http=ADDR id=ID` to once listening.
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Runs a datanode until SIGTERM or Ctrl-C.
+pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
+    let mut conf = match &args.conf {
+        Some(p) => Conf::load(p)?,
+        None => Conf::new(),
+    };
+    conf.apply_overrides(&args.set)?;
+    let data_dirs = if args.data_dirs.is_empty() {
+        conf.get(DATA_DIRS)
+            .context("no data directory: pass --data-dir or set hdds.datanode.dir")?
+            .split(',')
+            .map(|s| PathBuf::from(s.trim()))
+            .collect()
+    } else {
+        args.data_dirs.clone()
+    };
+    let metadata_dir = args
+        .metadata_dir
+        .clone()
+        .or_else(|| conf.get(METADATA_DIRS).map(PathBuf::from))
+        .context("no metadata directory: pass --metadata-dir or set ozone.metadata.dirs")?;
+    let node_name = args.node_name.clone().unwrap_or_else(default_node_name);
+    let base = DatanodeConfig::for_dir(&metadata_dir, &args.om, &node_name, &conf)?;
+    let cfg = DatanodeConfig {
+        data_dirs,
+        metadata_dir,
+        grpc_bind: args.grpc_addr,
+        http_bind: args.http_addr,
+        advertise_host: args.advertise_host.clone(),
+        ..base
+    };
+    let mut handle = crate::start(cfg).await?;
+    if let Some(p) = &args.ready_file {
+        let tmp = p.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            format!("grpc={} http={} id={}\n", handle.grpc_addr, handle.http_addr, handle.id),
+        )?;
+        std::fs::rename(&tmp, p)?;
+    }
+    let stop = handle.shutdown_sender();
+    tokio::select! {
+        _ = ozone_common_signal() => {
+            tracing::info!("datanode stopping");
+            let _ = stop.send(true);
+            handle.wait().await;
+        }
+        _ = handle.wait() => {}
+    }
+    Ok(())
+}
+
+async fn ozone_common_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

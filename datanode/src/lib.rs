@@ -1,0 +1,12 @@
+//! The Ozone datanode: block storage with window checksums, the gRPC
+//! service over it, and registration with the OM.
+
+pub mod cmd;
+pub mod config;
+pub mod metrics;
+pub mod server;
+pub mod service;
+pub mod storage;
+
+pub use config::DatanodeConfig;
+pub use server::{DatanodeHandle, StartError, start};

@@ -1,0 +1,16 @@
+//! `ozone-datanode`: runs one datanode.
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(name = "ozone-datanode", version, about = "Ozone datanode")]
+struct Cli {
+    #[command(flatten)]
+    args: ozone_datanode::cmd::DatanodeArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    ozone_common::logging::init();
+    ozone_datanode::cmd::run(Cli::parse().args).await
+}

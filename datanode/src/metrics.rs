@@ -1,0 +1,51 @@
+//! Prometheus metrics of the datanode.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Label of per-operation counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabel {
+    /// gRPC method name.
+    pub op: &'static str,
+}
+
+/// Datanode counters and gauges.
+#[derive(Default)]
+pub struct Metrics {
+    /// Requests by operation.
+    pub ops: Family<OpLabel, Counter>,
+    /// Failed requests by operation.
+    pub errors: Family<OpLabel, Counter>,
+    /// Bytes received by WriteChunk.
+    pub bytes_written: Counter,
+    /// Bytes sent by ReadChunk/ReadBlock.
+    pub bytes_read: Counter,
+    /// WriteChunk calls refused for a checksum mismatch.
+    pub write_checksum_failures: Counter,
+    /// Blocks deleted.
+    pub blocks_deleted: Counter,
+    /// Bytes in committed blocks.
+    pub used_bytes: Gauge,
+}
+
+impl Metrics {
+    /// Registers every metric under the `ozone_datanode` prefix.
+    pub fn register(&self, reg: &mut Registry) {
+        let r = reg.sub_registry_with_prefix("ozone_datanode");
+        r.register("ops", "Requests by operation", self.ops.clone());
+        r.register("errors", "Failed requests by operation", self.errors.clone());
+        r.register("written_bytes", "Bytes received by WriteChunk", self.bytes_written.clone());
+        r.register("read_bytes", "Bytes sent by reads", self.bytes_read.clone());
+        r.register(
+            "write_checksum_failures",
+            "WriteChunk calls refused for a checksum mismatch",
+            self.write_checksum_failures.clone(),
+        );
+        r.register("blocks_deleted", "Blocks deleted", self.blocks_deleted.clone());
+        r.register("used_bytes", "Bytes in committed blocks", self.used_bytes.clone());
+    }
+}

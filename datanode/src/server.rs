@@ -1,0 +1,253 @@
+//! Starting and stopping a datanode: storage, gRPC server, HTTP endpoint
+//! and the registration/heartbeat loop with the OM.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ozone_common::http::{self, HttpState};
+use ozone_proto::datanode_server::DatanodeServer;
+use ozone_proto::ozone_manager_client::OzoneManagerClient;
+use ozone_proto::{DatanodeDetails, HeartbeatRequest, RegisterDatanodeRequest};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::DatanodeConfig;
+use crate::metrics::Metrics;
+use crate::service::DatanodeService;
+use crate::storage::{BlockStore, StorageError};
+
+/// Why a datanode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("datanode id file {path}: {source}")]
+    Id {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid OM address {0:?}")]
+    OmAddress(String),
+}
+
+/// A running datanode.
+pub struct DatanodeHandle {
+    /// Persistent datanode id.
+    pub id: String,
+    /// Bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// Bound HTTP address.
+    pub http_addr: SocketAddr,
+    /// The block store (for tests and tools).
+    pub store: Arc<BlockStore>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl DatanodeHandle {
+    /// Stops serving and waits for the server tasks.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Resolves when the datanode has stopped (by [`stop`](Self::stop) or a
+    /// fatal error).
+    pub async fn wait(&mut self) {
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+
+    /// A sender that stops the datanode when sent `true`.
+    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Reads the datanode id from `dir/datanode.id`, creating it the first time.
+pub fn load_or_create_id(dir: &Path) -> Result<String, StartError> {
+    let path = dir.join("datanode.id");
+    let err = |source| StartError::Id {
+        path: path.display().to_string(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        Ok(_) | Err(_) => {
+            std::fs::create_dir_all(dir).map_err(err)?;
+            let id = uuid::Uuid::new_v4().to_string();
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, &id).map_err(err)?;
+            std::fs::rename(&tmp, &path).map_err(err)?;
+            Ok(id)
+        }
+    }
+}
+
+fn advertise_host(cfg: &DatanodeConfig) -> String {
+    if let Some(h) = &cfg.advertise_host {
+        return h.clone();
+    }
+    if let Ok(ip) = std::env::var("POD_IP")
+        && !ip.is_empty()
+    {
+        return ip;
+    }
+    if !cfg.grpc_bind.ip().is_unspecified() {
+        return cfg.grpc_bind.ip().to_string();
+    }
+    crate::config::default_node_name()
+}
+
+/// Starts a datanode: opens storage, binds the ports and begins
+/// registering with the OM.
+pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
+    let id = load_or_create_id(&cfg.metadata_dir)?;
+    let store = {
+        let (dirs, meta) = (cfg.data_dirs.clone(), cfg.metadata_dir.clone());
+        tokio::task::spawn_blocking(move || BlockStore::open(dirs, &meta))
+            .await
+            .map_err(|e| StorageError::Meta(e.to_string()))??
+    };
+    let store = Arc::new(store);
+    let metrics = Arc::new(Metrics::default());
+    metrics.used_bytes.set(store.used_bytes() as i64);
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let ready = Arc::new(AtomicBool::new(false));
+    let http_addr = http::serve(
+        cfg.http_bind,
+        HttpState {
+            ready: ready.clone(),
+            registry: Arc::new(registry),
+        },
+    )
+    .await
+    .map_err(|source| StartError::Bind {
+        addr: cfg.http_bind,
+        source,
+    })?;
+    let listener = tokio::net::TcpListener::bind(cfg.grpc_bind)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: cfg.grpc_bind,
+            source,
+        })?;
+    let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: cfg.grpc_bind,
+        source,
+    })?;
+    let om = tonic::transport::Endpoint::from_shared(format!("http://{}", cfg.om_address))
+        .map_err(|_| StartError::OmAddress(cfg.om_address.clone()))?
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .connect_lazy();
+
+    let (shutdown, rx) = watch::channel(false);
+    let max_read = (cfg.max_message_size as u64).saturating_sub(64 << 10).max(1 << 20);
+    let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read);
+    let server = DatanodeServer::new(svc)
+        .max_decoding_message_size(cfg.max_message_size)
+        .max_encoding_message_size(cfg.max_message_size);
+    let mut srx = rx.clone();
+    let grpc_task = tokio::spawn(async move {
+        let r = tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                let _ = srx.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!("datanode gRPC server failed: {e}");
+        }
+    });
+    let details = DatanodeDetails {
+        id: id.clone(),
+        address: format!("{}:{}", advertise_host(&cfg), grpc_addr.port()),
+        node_name: cfg.node_name.clone(),
+        http_address: http_addr.to_string(),
+        ..Default::default()
+    };
+    tracing::info!(id = %id, grpc = %grpc_addr, http = %http_addr, node = %cfg.node_name, "datanode started");
+    let hb_task = tokio::spawn(heartbeat_loop(
+        OzoneManagerClient::new(om),
+        details,
+        store.clone(),
+        cfg.heartbeat_interval,
+        ready,
+        rx,
+    ));
+    Ok(DatanodeHandle {
+        id,
+        grpc_addr,
+        http_addr,
+        store,
+        shutdown,
+        tasks: vec![grpc_task, hb_task],
+    })
+}
+
+async fn heartbeat_loop(
+    mut om: OzoneManagerClient<tonic::transport::Channel>,
+    mut details: DatanodeDetails,
+    store: Arc<BlockStore>,
+    interval: Duration,
+    ready: Arc<AtomicBool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut registered = false;
+    loop {
+        details.capacity = store.capacity_bytes();
+        details.used = store.used_bytes();
+        if !registered {
+            match om
+                .register_datanode(RegisterDatanodeRequest {
+                    datanode: Some(details.clone()),
+                })
+                .await
+            {
+                Ok(_) => {
+                    registered = true;
+                    ready.store(true, Ordering::Release);
+                    tracing::info!(om_address = ?details.address, "registered with the OM");
+                }
+                Err(e) => tracing::warn!("register with the OM failed: {}", e.message()),
+            }
+        } else {
+            match om
+                .heartbeat(HeartbeatRequest {
+                    id: details.id.clone(),
+                    capacity: details.capacity,
+                    used: details.used,
+                })
+                .await
+            {
+                Ok(r) if r.get_ref().reregister => registered = false,
+                Ok(_) => {}
+                Err(e) => tracing::warn!("heartbeat failed: {}", e.message()),
+            }
+        }
+        let delay = if registered {
+            interval
+        } else {
+            interval.min(Duration::from_millis(500))
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The datanode's gRPC service.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use ozone_proto::datanode_server::Datanode;
+use ozone_proto::*;
+use tonic::{Request, Response, Status};
+
+use crate::metrics::{Metrics, OpLabel};
+use crate::storage::{BlockStore, StorageError};
+
+/// Largest piece of a streamed read.
+const MAX_PIECE: u64 = 4 << 20;
+
+impl From<StorageError> for Status {
+    fn from(e: StorageError) -> Self {
+        let msg = e.to_string();
+        match e {
+            StorageError::NotFound(..) => Status::not_found(msg),
+            StorageError::AlreadyCommitted(..) | StorageError::NotCommitted(..) => {
+                Status::failed_precondition(msg)
+            }
+            StorageError::Invalid(_) | StorageError::Checksum(_) => Status::invalid_argument(msg),
+            StorageError::OutOfRange { .. } => Status::out_of_range(msg),
+            StorageError::Io { .. } | StorageError::Meta(_) => Status::internal(msg),
+        }
+    }
+}
+
+/// gRPC front of a [`BlockStore`].
+#[derive(Clone)]
+pub struct DatanodeService {
+    store: Arc<BlockStore>,
+    metrics: Arc<Metrics>,
+    verify_writes: bool,
+    max_read: u64,
+}
+
+impl DatanodeService {
+    /// A service over `store`; reads larger than `max_read` bytes are refused
+    /// (they would not fit one gRPC message).
+    pub fn new(
+        store: Arc<BlockStore>,
+        metrics: Arc<Metrics>,
+        verify_writes: bool,
+        max_read: u64,
+    ) -> Self {
+        Self {
+            store,
+            metrics,
+            verify_writes,
+            max_read,
+        }
+    }
+
+    fn count(&self, op: &'static str) {
+        self.metrics.ops.get_or_create(&OpLabel { op }).inc();
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&BlockStore) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, Status> {
+        self.count(op);
+        let store = self.store.clone();
+        let r = tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
+        r.map_err(|e| {
+            self.metrics.errors.get_or_create(&OpLabel { op }).inc();
+            if matches!(e, StorageError::Checksum(_)) {
+                self.metrics.write_checksum_failures.inc();
+            }
+            tracing::debug!(op, "request failed: {e}");
+            Status::from(e)
+        })
+    }
+}
+
+fn need_block(b: Option<BlockId>) -> Result<BlockId, Status> {
+    b.ok_or_else(|| Status::invalid_argument("missing block id"))
+}
+
+type ReadStream = Pin<Box<dyn Stream<Item = Result<ReadChunkResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Datanode for DatanodeService {
+    async fn write_chunk(
+        &self,
+        req: Request<WriteChunkRequest>,
+    ) -> Result<Response<WriteChunkResponse>, Status> {
+        let r = req.into_inner();
+        let block = need_block(r.block)?;
+        let chunk = r
+            .chunk
+            .ok_or_else(|| Status::invalid_argument("missing chunk info"))?;
+        let len = r.data.len() as u64;
+        let verify = self.verify_writes;
+        let data = r.data;
+        self.blocking("WriteChunk", move |s| {
+            s.write_chunk(&block, &chunk, &data, verify)
+        })
+        .await?;
+        self.metrics.bytes_written.inc_by(len);
+        Ok(Response::new(WriteChunkResponse {}))
+    }
+
+    async fn put_block(
+        &self,
+        req: Request<PutBlockRequest>,
+    ) -> Result<Response<PutBlockResponse>, Status> {
+        let block = req
+            .into_inner()
+            .block
+            .ok_or_else(|| Status::invalid_argument("missing block data"))?;
+        let size = self.blocking("PutBlock", move |s| s.put_block(&block)).await?;
+        self.metrics.used_bytes.set(self.store.used_bytes() as i64);
+        Ok(Response::new(PutBlockResponse {
+            committed_size: size,
+        }))
+    }
+
+    async fn get_block(
+        &self,
+        req: Request<GetBlockRequest>,
+    ) -> Result<Response<GetBlockResponse>, Status> {
+        let id = need_block(req.into_inner().block)?;
+        let b = self
+            .blocking("GetBlock", move |s| s.committed_block(&id))
+            .await?;
+        Ok(Response::new(GetBlockResponse {
+            block: Some(b.data.clone()),
+        }))
+    }
+
+    async fn read_chunk(
+        &self,
+        req: Request<ReadChunkRequest>,
+    ) -> Result<Response<ReadChunkResponse>, Status> {
+        let r = req.into_inner();
+        let id = need_block(r.block)?;
+        if r.len > self.max_read {
+            return Err(Status::invalid_argument(format!(
+                "read of {} bytes exceeds the {}-byte message limit; use ReadBlock",
+                r.len, self.max_read
+            )));
+        }
+        let (off, len, with) = (r.offset, r.len, r.with_checksums);
+        let (data_offset, data, checksum) = self
+            .blocking("ReadChunk", move |s| s.read(&id, off, len, with))
+            .await?;
+        self.metrics.bytes_read.inc_by(data.len() as u64);
+        Ok(Response::new(ReadChunkResponse {
+            data_offset,
+            data,
+            checksum,
+        }))
+    }
+
+    type ReadBlockStream = ReadStream;
+
+    async fn read_block(
+        &self,
+        req: Request<ReadBlockRequest>,
+    ) -> Result<Response<Self::ReadBlockStream>, Status> {
+        let r = req.into_inner();
+        let id = need_block(r.block)?;
+        let store = self.store.clone();
+        let b = {
+            let id = id.clone();
+            self.blocking("ReadBlock", move |s| s.committed_block(&id))
+                .await?
+        };
+        let size = b.size();
+        let end = r
+            .offset
+            .checked_add(r.len)
+            .filter(|&e| e <= size)
+            .ok_or_else(|| {
+                Status::from(StorageError::OutOfRange {
+                    block: id.display(),
+                    offset: r.offset,
+                    len: r.len,
+                    size,
+                })
+            })?;
+        let bpc = b.checksummer.bytes_per_checksum() as u64;
+        let mut piece = (r.piece_size as u64).clamp(64 << 10, MAX_PIECE);
+        if r.with_checksums {
+            piece = piece.div_ceil(bpc) * bpc;
+        }
+        let metrics = self.metrics.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(async move {
+            let mut pos = r.offset;
+            while pos < end {
+                // Pieces after the first start on window boundaries.
+                let stop = if r.with_checksums {
+                    ((pos / piece + 1) * piece).min(end)
+                } else {
+                    (pos + piece).min(end)
+                };
+                let (s, id2, with) = (store.clone(), id.clone(), r.with_checksums);
+                let res = tokio::task::spawn_blocking(move || s.read(&id2, pos, stop - pos, with))
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))
+                    .and_then(|r| r.map_err(Status::from));
+                let msg = res.map(|(data_offset, data, checksum)| {
+                    metrics.bytes_read.inc_by(data.len() as u64);
+                    ReadChunkResponse {
+                        data_offset,
+                        data,
+                        checksum,
+                    }
+                });
+                let failed = msg.is_err();
+                if tx.send(msg).await.is_err() || failed {
+                    return;
+                }
+                pos = stop;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn delete_blocks(
+        &self,
+        req: Request<DeleteBlocksRequest>,
+    ) -> Result<Response<DeleteBlocksResponse>, Status> {
+        let blocks = req.into_inner().blocks;
+        let deleted = self
+            .blocking("DeleteBlocks", move |s| s.delete(&blocks))
+            .await?;
+        self.metrics.blocks_deleted.inc_by(deleted.len() as u64);
+        self.metrics.used_bytes.set(self.store.used_bytes() as i64);
+        Ok(Response::new(DeleteBlocksResponse { deleted }))
+    }
+}
