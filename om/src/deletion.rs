@@ -1,0 +1,80 @@
+//! Block deletion: sends the blocks queued for each healthy datanode in
+//! DeleteBlocks calls and drops them from the queue once confirmed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ozone_proto::datanode_client::DatanodeClient;
+use ozone_proto::{DeleteBlocksRequest, NodeState};
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::store::OmStore;
+
+/// Blocks per DeleteBlocks call.
+const BATCH: usize = 1000;
+
+/// Runs until `stop` turns true.
+pub async fn run(
+    store: Arc<OmStore>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut channels: HashMap<String, Channel> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let s = store.clone();
+        let Ok(Ok(dns)) = tokio::task::spawn_blocking(move || s.datanodes_with_pending_deletes()).await else {
+            continue;
+        };
+        for dn in dns {
+            let Some(d) = registry.get(&dn) else { continue };
+            if d.state != NodeState::Healthy as i32 {
+                continue;
+            }
+            let s = store.clone();
+            let id = dn.clone();
+            let Ok(Ok(blocks)) = tokio::task::spawn_blocking(move || s.pending_deletes(&id, BATCH)).await else {
+                continue;
+            };
+            let ch = match channels.get(&d.address) {
+                Some(c) => c.clone(),
+                None => match Endpoint::from_shared(format!("http://{}", d.address)) {
+                    Ok(e) => {
+                        let c = e
+                            .connect_timeout(Duration::from_secs(3))
+                            .timeout(Duration::from_secs(30))
+                            .connect_lazy();
+                        channels.insert(d.address.clone(), c.clone());
+                        c
+                    }
+                    Err(_) => continue,
+                },
+            };
+            match DatanodeClient::new(ch)
+                .delete_blocks(DeleteBlocksRequest { blocks })
+                .await
+            {
+                Ok(r) => {
+                    let deleted = r.into_inner().deleted;
+                    metrics.replicas_deleted.inc_by(deleted.len() as u64);
+                    tracing::debug!(datanode = %dn, count = deleted.len(), "blocks deleted");
+                    let s = store.clone();
+                    let _ = tokio::task::spawn_blocking(move || s.confirm_deletes(&dn, &deleted)).await;
+                }
+                Err(e) => {
+                    tracing::warn!(datanode = %dn, "DeleteBlocks failed: {}", e.message());
+                    channels.remove(&d.address);
+                }
+            }
+        }
+    }
+}

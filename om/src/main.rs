@@ -1,0 +1,16 @@
+//! `ozone-om`: runs the Ozone Manager.
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(name = "ozone-om", version, about = "Ozone Manager")]
+struct Cli {
+    #[command(flatten)]
+    args: ozone_om::cmd::OmArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    ozone_common::logging::init();
+    ozone_om::cmd::run(Cli::parse().args).await
+}

@@ -1,0 +1,98 @@
+//! Datanode liveness: the last heartbeat of each datanode, and the
+//! HEALTHY / STALE / DEAD state derived from it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ozone_proto::{DatanodeDetails, NodeState};
+
+use crate::placement::Candidate;
+
+/// In-memory view of registered datanodes.
+pub struct Registry {
+    nodes: Mutex<HashMap<String, (DatanodeDetails, Instant)>>,
+    stale_after: Duration,
+    dead_after: Duration,
+}
+
+impl Registry {
+    /// A registry with the given stale and dead intervals.
+    pub fn new(stale_after: Duration, dead_after: Duration) -> Self {
+        Self {
+            nodes: Mutex::new(HashMap::new()),
+            stale_after,
+            dead_after: dead_after.max(stale_after),
+        }
+    }
+
+    /// Records a registration (a heartbeat too).
+    pub fn register(&self, dn: DatanodeDetails) {
+        self.nodes
+            .lock()
+            .expect("lock")
+            .insert(dn.id.clone(), (dn, Instant::now()));
+    }
+
+    /// Records a heartbeat; false if the datanode is unknown.
+    pub fn heartbeat(&self, id: &str, capacity: u64, used: u64) -> bool {
+        let mut nodes = self.nodes.lock().expect("lock");
+        match nodes.get_mut(id) {
+            Some((dn, at)) => {
+                dn.capacity = capacity;
+                dn.used = used;
+                *at = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn state(&self, at: Instant) -> NodeState {
+        let age = at.elapsed();
+        if age < self.stale_after {
+            NodeState::Healthy
+        } else if age < self.dead_after {
+            NodeState::Stale
+        } else {
+            NodeState::Dead
+        }
+    }
+
+    /// Current details (with state and last heartbeat) of a datanode seen
+    /// since this OM started.
+    pub fn get(&self, id: &str) -> Option<DatanodeDetails> {
+        let nodes = self.nodes.lock().expect("lock");
+        nodes.get(id).map(|(dn, at)| self.with_state(dn, *at))
+    }
+
+    fn with_state(&self, dn: &DatanodeDetails, at: Instant) -> DatanodeDetails {
+        let mut d = dn.clone();
+        d.state = self.state(at) as i32;
+        let age = at.elapsed().as_millis() as u64;
+        d.last_heartbeat_ms = ozone_common::now_ms().saturating_sub(age);
+        d
+    }
+
+    /// Every datanode seen since this OM started.
+    pub fn all(&self) -> Vec<DatanodeDetails> {
+        let nodes = self.nodes.lock().expect("lock");
+        let mut v: Vec<_> = nodes.values().map(|(dn, at)| self.with_state(dn, *at)).collect();
+        v.sort_by(|a, b| a.node_name.cmp(&b.node_name).then(a.id.cmp(&b.id)));
+        v
+    }
+
+    /// Healthy datanodes as placement candidates.
+    pub fn healthy(&self) -> Vec<Candidate> {
+        let nodes = self.nodes.lock().expect("lock");
+        nodes
+            .values()
+            .filter(|(_, at)| self.state(*at) == NodeState::Healthy)
+            .map(|(dn, _)| Candidate {
+                id: dn.id.clone(),
+                node_name: dn.node_name.clone(),
+                used: dn.used,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,181 @@
+//! Starting and stopping the OM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ozone_common::config::{self as keys, Conf, ConfigError};
+use ozone_common::http::{self, HttpState};
+use ozone_proto::ozone_manager_server::OzoneManagerServer;
+use prometheus_client::registry::Registry as PromRegistry;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::service::{OmService, OmSettings};
+use crate::store::{OmError, OmStore};
+
+/// Everything the OM needs to start.
+#[derive(Debug, Clone)]
+pub struct OmConfig {
+    /// Directory of the OM database.
+    pub metadata_dir: PathBuf,
+    /// gRPC listen address.
+    pub grpc_bind: SocketAddr,
+    /// HTTP listen address.
+    pub http_bind: SocketAddr,
+    /// Block size for new blocks.
+    pub block_size: u64,
+    /// Silence after which a datanode is stale (no new blocks).
+    pub stale_after: Duration,
+    /// Silence after which a datanode is dead.
+    pub dead_after: Duration,
+    /// Period of the block deletion service.
+    pub deletion_interval: Duration,
+    /// Largest gRPC message.
+    pub max_message_size: usize,
+}
+
+impl OmConfig {
+    /// Settings for an OM in `dir` on loopback with free ports, other
+    /// values from `conf`.
+    pub fn for_dir(dir: PathBuf, conf: &Conf) -> Result<Self, ConfigError> {
+        Ok(Self {
+            metadata_dir: dir,
+            grpc_bind: "127.0.0.1:0".parse().expect("addr"),
+            http_bind: "127.0.0.1:0".parse().expect("addr"),
+            block_size: conf.size(keys::BLOCK_SIZE, 256 << 20)?,
+            stale_after: conf.duration(keys::STALE_NODE_INTERVAL, Duration::from_secs(30))?,
+            dead_after: conf.duration(keys::DEAD_NODE_INTERVAL, Duration::from_secs(90))?,
+            deletion_interval: conf
+                .duration("ozone.block.deleting.service.interval", Duration::from_secs(1))?,
+            max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
+        })
+    }
+}
+
+/// Why the OM could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("OM store: {0}")]
+    Store(#[from] OmError),
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+/// A running OM.
+pub struct OmHandle {
+    /// Bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// Bound HTTP address.
+    pub http_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl OmHandle {
+    /// Stops serving and waits for the tasks.
+    pub async fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        self.wait().await;
+    }
+
+    /// Waits until the OM stops.
+    pub async fn wait(&mut self) {
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+
+    /// A sender that stops the OM when sent `true`.
+    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts the OM.
+pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
+    if cfg.block_size == 0 {
+        return Err(StartError::Invalid("ozone.scm.block.size must be positive".into()));
+    }
+    let path = cfg.metadata_dir.join("om.redb");
+    let store = tokio::task::spawn_blocking(move || OmStore::open(&path))
+        .await
+        .map_err(|e| OmError::Meta(e.to_string()))??;
+    let store = Arc::new(store);
+    let registry = Arc::new(Registry::new(cfg.stale_after, cfg.dead_after));
+    let metrics = Arc::new(Metrics::default());
+    let mut prom = PromRegistry::default();
+    metrics.register(&mut prom);
+    let ready = Arc::new(AtomicBool::new(false));
+    let http_addr = http::serve(
+        cfg.http_bind,
+        HttpState {
+            ready: ready.clone(),
+            registry: Arc::new(prom),
+        },
+    )
+    .await
+    .map_err(|source| StartError::Bind {
+        addr: cfg.http_bind,
+        source,
+    })?;
+    let listener = tokio::net::TcpListener::bind(cfg.grpc_bind)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: cfg.grpc_bind,
+            source,
+        })?;
+    let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: cfg.grpc_bind,
+        source,
+    })?;
+    let svc = OmService::new(
+        store.clone(),
+        registry.clone(),
+        metrics.clone(),
+        OmSettings {
+            block_size: cfg.block_size,
+        },
+    );
+    let (shutdown, rx) = watch::channel(false);
+    let mut srx = rx.clone();
+    let server = OzoneManagerServer::new(svc)
+        .max_decoding_message_size(cfg.max_message_size)
+        .max_encoding_message_size(cfg.max_message_size);
+    let grpc = tokio::spawn(async move {
+        let r = tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                let _ = srx.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!("OM gRPC server failed: {e}");
+        }
+    });
+    let deleter = tokio::spawn(crate::deletion::run(
+        store,
+        registry,
+        metrics,
+        cfg.deletion_interval,
+        rx,
+    ));
+    ready.store(true, Ordering::Release);
+    tracing::info!(grpc = %grpc_addr, http = %http_addr, "OM started");
+    Ok(OmHandle {
+        grpc_addr,
+        http_addr,
+        shutdown,
+        tasks: vec![grpc, deleter],
+    })
+}

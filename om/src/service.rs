@@ -1,0 +1,349 @@
+//! The OM's gRPC service.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use ozone_common::names::{check_key_name, check_resource_name};
+use ozone_common::now_ms;
+use ozone_proto::ozone_manager_server::OzoneManager;
+use ozone_proto::*;
+use tonic::{Request, Response, Status};
+
+use crate::metrics::{Metrics, OpLabel};
+use crate::placement;
+use crate::registry::Registry;
+use crate::store::{OmError, OmStore};
+
+impl From<OmError> for Status {
+    fn from(e: OmError) -> Self {
+        let m = e.to_string();
+        match e {
+            OmError::NotFound(_) => Status::not_found(m),
+            OmError::AlreadyExists(_) => Status::already_exists(m),
+            OmError::Invalid(_) => Status::invalid_argument(m),
+            OmError::Unavailable(_) => Status::unavailable(m),
+            OmError::Meta(_) => Status::internal(m),
+        }
+    }
+}
+
+/// Settings the service needs.
+#[derive(Debug, Clone)]
+pub struct OmSettings {
+    /// Block size handed to writers.
+    pub block_size: u64,
+}
+
+/// gRPC front of the OM state.
+#[derive(Clone)]
+pub struct OmService {
+    store: Arc<OmStore>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    settings: OmSettings,
+}
+
+fn invalid(e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+impl OmService {
+    /// A service over `store` and `registry`.
+    pub fn new(
+        store: Arc<OmStore>,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        settings: OmSettings,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            metrics,
+            settings,
+        }
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&OmStore) -> Result<T, OmError> + Send + 'static,
+    ) -> Result<T, Status> {
+        self.metrics.ops.get_or_create(&OpLabel { op }).inc();
+        let store = self.store.clone();
+        let r = tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
+        r.map_err(|e| {
+            self.metrics.errors.get_or_create(&OpLabel { op }).inc();
+            Status::from(e)
+        })
+    }
+
+    /// Replaces id-only replicas with the registry's (or stored) details,
+    /// bad replicas last.
+    fn resolve(&self, key: &mut KeyInfo, stored: &[DatanodeDetails]) -> Result<(), OmError> {
+        for b in &mut key.blocks {
+            let bad = match &b.block {
+                Some(id) => self.store.bad_replicas(id)?,
+                None => Vec::new(),
+            };
+            for r in &mut b.replicas {
+                *r = self.registry.get(&r.id).unwrap_or_else(|| {
+                    stored
+                        .iter()
+                        .find(|d| d.id == r.id)
+                        .map(|d| DatanodeDetails {
+                            state: NodeState::Stale as i32,
+                            ..d.clone()
+                        })
+                        .unwrap_or_else(|| DatanodeDetails {
+                            id: r.id.clone(),
+                            state: NodeState::Dead as i32,
+                            ..Default::default()
+                        })
+                });
+            }
+            b.replicas.sort_by_key(|r| bad.contains(&r.id));
+        }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl OzoneManager for OmService {
+    async fn create_volume(
+        &self,
+        req: Request<CreateVolumeRequest>,
+    ) -> Result<Response<CreateVolumeResponse>, Status> {
+        let name = req.into_inner().name;
+        check_resource_name("volume", &name).map_err(invalid)?;
+        let v = self
+            .run("CreateVolume", move |s| s.create_volume(&name, now_ms()))
+            .await?;
+        Ok(Response::new(CreateVolumeResponse { volume: Some(v) }))
+    }
+
+    async fn list_volumes(
+        &self,
+        _req: Request<ListVolumesRequest>,
+    ) -> Result<Response<ListVolumesResponse>, Status> {
+        let volumes = self.run("ListVolumes", |s| s.list_volumes()).await?;
+        Ok(Response::new(ListVolumesResponse { volumes }))
+    }
+
+    async fn create_bucket(
+        &self,
+        req: Request<CreateBucketRequest>,
+    ) -> Result<Response<CreateBucketResponse>, Status> {
+        let r = req.into_inner();
+        check_resource_name("volume", &r.volume).map_err(invalid)?;
+        check_resource_name("bucket", &r.name).map_err(invalid)?;
+        let b = self
+            .run("CreateBucket", move |s| s.create_bucket(&r.volume, &r.name, now_ms()))
+            .await?;
+        Ok(Response::new(CreateBucketResponse { bucket: Some(b) }))
+    }
+
+    async fn list_buckets(
+        &self,
+        req: Request<ListBucketsRequest>,
+    ) -> Result<Response<ListBucketsResponse>, Status> {
+        let v = req.into_inner().volume;
+        let buckets = self.run("ListBuckets", move |s| s.list_buckets(&v)).await?;
+        Ok(Response::new(ListBucketsResponse { buckets }))
+    }
+
+    async fn open_key(
+        &self,
+        req: Request<OpenKeyRequest>,
+    ) -> Result<Response<OpenKeyResponse>, Status> {
+        let r = req.into_inner();
+        check_key_name(&r.name).map_err(invalid)?;
+        let replication = match ReplicationFactor::try_from(r.replication) {
+            Ok(ReplicationFactor::Unspecified) => ReplicationFactor::Three,
+            Ok(f) => f,
+            Err(_) => return Err(invalid(format!("unknown replication {}", r.replication))),
+        };
+        let ck = ozone_common::checksum::Checksummer::from_raw(
+            r.checksum_type,
+            r.bytes_per_checksum,
+        )
+        .map_err(invalid)?;
+        if ck.bytes_per_checksum() as u64 > self.settings.block_size {
+            return Err(invalid(format!(
+                "bytes per checksum {} exceeds the block size {}",
+                ck.bytes_per_checksum(),
+                self.settings.block_size
+            )));
+        }
+        let template = KeyInfo {
+            volume: r.volume,
+            bucket: r.bucket,
+            name: r.name,
+            replication: replication as i32,
+            checksum_type: r.checksum_type,
+            bytes_per_checksum: r.bytes_per_checksum,
+            ..Default::default()
+        };
+        let session_id = self.run("OpenKey", move |s| s.open_key(&template)).await?;
+        Ok(Response::new(OpenKeyResponse {
+            session_id,
+            block_size: self.settings.block_size,
+            replication: replication as i32,
+        }))
+    }
+
+    async fn allocate_block(
+        &self,
+        req: Request<AllocateBlockRequest>,
+    ) -> Result<Response<AllocateBlockResponse>, Status> {
+        let r = req.into_inner();
+        let session = {
+            let id = r.session_id;
+            self.run("AllocateBlock", move |s| s.session(id)).await?
+        };
+        let count = if session.replication == ReplicationFactor::One as i32 { 1 } else { 3 };
+        let exclude: HashSet<String> = r.exclude_datanodes.into_iter().collect();
+        let chosen = placement::choose(
+            &self.registry.healthy(),
+            count,
+            Some(r.client_node.as_str()),
+            &exclude,
+            &mut rand::rng(),
+        )
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+        let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
+        let sid = r.session_id;
+        let mut block = self.run("AllocateBlock", move |s| s.allocate_block(sid, &ids)).await?;
+        for rep in &mut block.replicas {
+            if let Some(d) = self.registry.get(&rep.id) {
+                *rep = d;
+            }
+        }
+        self.metrics.blocks_allocated.inc();
+        Ok(Response::new(AllocateBlockResponse { block: Some(block) }))
+    }
+
+    async fn commit_key(
+        &self,
+        req: Request<CommitKeyRequest>,
+    ) -> Result<Response<CommitKeyResponse>, Status> {
+        let r = req.into_inner();
+        let mut key = self
+            .run("CommitKey", move |s| s.commit_key(r.session_id, &r.blocks, r.size, now_ms()))
+            .await?;
+        self.metrics.keys_committed.inc();
+        let stored = self.store.datanodes().map_err(Status::from)?;
+        self.resolve(&mut key, &stored).map_err(Status::from)?;
+        tracing::info!(key = %format!("/{}/{}/{}", key.volume, key.bucket, key.name), size = key.size, "key committed");
+        Ok(Response::new(CommitKeyResponse { key: Some(key) }))
+    }
+
+    async fn lookup_key(
+        &self,
+        req: Request<LookupKeyRequest>,
+    ) -> Result<Response<LookupKeyResponse>, Status> {
+        let r = req.into_inner();
+        let (mut key, stored) = self
+            .run("LookupKey", move |s| {
+                Ok((s.lookup_key(&r.volume, &r.bucket, &r.name)?, s.datanodes()?))
+            })
+            .await?;
+        self.resolve(&mut key, &stored).map_err(Status::from)?;
+        Ok(Response::new(LookupKeyResponse { key: Some(key) }))
+    }
+
+    async fn list_keys(
+        &self,
+        req: Request<ListKeysRequest>,
+    ) -> Result<Response<ListKeysResponse>, Status> {
+        let r = req.into_inner();
+        let limit = match r.limit {
+            0 => 1000,
+            n => n.min(10_000),
+        } as usize;
+        let mut keys = self
+            .run("ListKeys", move |s| {
+                s.list_keys(&r.volume, &r.bucket, &r.prefix, &r.start_after, limit)
+            })
+            .await?;
+        for k in &mut keys {
+            k.blocks.clear();
+        }
+        Ok(Response::new(ListKeysResponse { keys }))
+    }
+
+    async fn delete_key(
+        &self,
+        req: Request<DeleteKeyRequest>,
+    ) -> Result<Response<DeleteKeyResponse>, Status> {
+        let r = req.into_inner();
+        self.run("DeleteKey", move |s| s.delete_key(&r.volume, &r.bucket, &r.name))
+            .await?;
+        Ok(Response::new(DeleteKeyResponse {}))
+    }
+
+    async fn register_datanode(
+        &self,
+        req: Request<RegisterDatanodeRequest>,
+    ) -> Result<Response<RegisterDatanodeResponse>, Status> {
+        let dn = req
+            .into_inner()
+            .datanode
+            .ok_or_else(|| invalid("missing datanode details"))?;
+        if dn.id.is_empty() || dn.address.is_empty() {
+            return Err(invalid("datanode id and address are required"));
+        }
+        let stored = DatanodeDetails {
+            state: NodeState::Unspecified as i32,
+            ..dn.clone()
+        };
+        self.run("RegisterDatanode", move |s| s.put_datanode(&stored))
+            .await?;
+        tracing::info!(id = %dn.id, address = %dn.address, node = %dn.node_name, "datanode registered");
+        self.registry.register(dn);
+        Ok(Response::new(RegisterDatanodeResponse {}))
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
+        let r = req.into_inner();
+        self.metrics.ops.get_or_create(&OpLabel { op: "Heartbeat" }).inc();
+        let known = self.registry.heartbeat(&r.id, r.capacity, r.used);
+        Ok(Response::new(HeartbeatResponse { reregister: !known }))
+    }
+
+    async fn list_datanodes(
+        &self,
+        _req: Request<ListDatanodesRequest>,
+    ) -> Result<Response<ListDatanodesResponse>, Status> {
+        let stored = self.run("ListDatanodes", |s| s.datanodes()).await?;
+        let mut datanodes = self.registry.all();
+        for d in stored {
+            if !datanodes.iter().any(|x| x.id == d.id) {
+                datanodes.push(DatanodeDetails {
+                    state: NodeState::Dead as i32,
+                    ..d
+                });
+            }
+        }
+        Ok(Response::new(ListDatanodesResponse { datanodes }))
+    }
+
+    async fn report_bad_replica(
+        &self,
+        req: Request<ReportBadReplicaRequest>,
+    ) -> Result<Response<ReportBadReplicaResponse>, Status> {
+        let r = req.into_inner();
+        let block = r.block.ok_or_else(|| invalid("missing block id"))?;
+        tracing::warn!(block = %block.display(), datanode = %r.datanode_id, reason = %r.reason, "bad replica reported");
+        self.metrics.bad_replicas_reported.inc();
+        self.run("ReportBadReplica", move |s| {
+            s.record_bad_replica(&block, &r.datanode_id, &r.reason)
+        })
+        .await?;
+        Ok(Response::new(ReportBadReplicaResponse {}))
+    }
+}

@@ -1,0 +1,586 @@
+//! The OM's persistent state in one redb database: volumes, buckets,
+//! committed keys, open key sessions, datanodes, blocks awaiting deletion
+//! and reported bad replicas. Each operation is one ACID transaction.
+
+use std::path::Path;
+
+use ozone_proto::{BlockId, BucketInfo, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo};
+use prost::Message;
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
+const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
+const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
+const OPEN_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("open_keys");
+const DATANODES: TableDefinition<&str, &[u8]> = TableDefinition::new("datanodes");
+const CONTAINERS: TableDefinition<&str, u64> = TableDefinition::new("pipeline_containers");
+const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const PENDING_DELETES: TableDefinition<(&str, u64, u64), u8> =
+    TableDefinition::new("pending_deletes");
+const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> = TableDefinition::new("bad_replicas");
+
+/// Errors of OM operations, mapped to gRPC codes by the service.
+#[derive(Debug, thiserror::Error)]
+pub enum OmError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("metadata store: {0}")]
+    Meta(String),
+}
+
+fn meta(e: impl std::fmt::Display) -> OmError {
+    OmError::Meta(e.to_string())
+}
+
+fn bucket_key(volume: &str, bucket: &str) -> String {
+    format!("{volume}/{bucket}")
+}
+
+fn key_key(volume: &str, bucket: &str, name: &str) -> String {
+    format!("{volume}/{bucket}/{name}")
+}
+
+fn decode<M: Message + Default>(b: &[u8]) -> Result<M, OmError> {
+    M::decode(b).map_err(meta)
+}
+
+/// Replica ids of a key block (the OM stores ids; addresses are resolved
+/// at lookup).
+pub fn replica_ids(b: &KeyBlock) -> Vec<String> {
+    b.replicas.iter().map(|r| r.id.clone()).collect()
+}
+
+fn id_only(id: &str) -> DatanodeDetails {
+    DatanodeDetails {
+        id: id.to_string(),
+        ..Default::default()
+    }
+}
+
+/// The OM database.
+pub struct OmStore {
+    db: redb::Database,
+}
+
+impl OmStore {
+    /// Opens or creates the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, OmError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(meta)?;
+        }
+        let db = redb::Database::create(path).map_err(meta)?;
+        let txn = db.begin_write().map_err(meta)?;
+        txn.open_table(VOLUMES).map_err(meta)?;
+        txn.open_table(BUCKETS).map_err(meta)?;
+        txn.open_table(KEYS).map_err(meta)?;
+        txn.open_table(OPEN_KEYS).map_err(meta)?;
+        txn.open_table(DATANODES).map_err(meta)?;
+        txn.open_table(CONTAINERS).map_err(meta)?;
+        txn.open_table(COUNTERS).map_err(meta)?;
+        txn.open_table(PENDING_DELETES).map_err(meta)?;
+        txn.open_table(BAD_REPLICAS).map_err(meta)?;
+        txn.commit().map_err(meta)?;
+        Ok(Self { db })
+    }
+
+    /// Creates a volume.
+    pub fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let info = VolumeInfo {
+            name: name.to_string(),
+            created_ms: now,
+        };
+        {
+            let mut t = txn.open_table(VOLUMES).map_err(meta)?;
+            if t.get(name).map_err(meta)?.is_some() {
+                return Err(OmError::AlreadyExists(format!("volume /{name}")));
+            }
+            t.insert(name, info.encode_to_vec().as_slice()).map_err(meta)?;
+        }
+        txn.commit().map_err(meta)?;
+        Ok(info)
+    }
+
+    /// Every volume, by name.
+    pub fn list_volumes(&self) -> Result<Vec<VolumeInfo>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(VOLUMES).map_err(meta)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(meta)? {
+            out.push(decode(row.map_err(meta)?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Creates a bucket in an existing volume.
+    pub fn create_bucket(&self, volume: &str, name: &str, now: u64) -> Result<BucketInfo, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let info = BucketInfo {
+            volume: volume.to_string(),
+            name: name.to_string(),
+            created_ms: now,
+        };
+        {
+            if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+                return Err(OmError::NotFound(format!("volume /{volume}")));
+            }
+            let mut t = txn.open_table(BUCKETS).map_err(meta)?;
+            let k = bucket_key(volume, name);
+            if t.get(k.as_str()).map_err(meta)?.is_some() {
+                return Err(OmError::AlreadyExists(format!("bucket /{k}")));
+            }
+            t.insert(k.as_str(), info.encode_to_vec().as_slice()).map_err(meta)?;
+        }
+        txn.commit().map_err(meta)?;
+        Ok(info)
+    }
+
+    /// Buckets of a volume.
+    pub fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+            return Err(OmError::NotFound(format!("volume /{volume}")));
+        }
+        let t = txn.open_table(BUCKETS).map_err(meta)?;
+        let lo = format!("{volume}/");
+        let hi = format!("{volume}0"); // '0' follows '/'
+        let mut out = Vec::new();
+        for row in t.range(lo.as_str()..hi.as_str()).map_err(meta)? {
+            out.push(decode(row.map_err(meta)?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    fn check_bucket(txn: &redb::ReadTransaction, volume: &str, bucket: &str) -> Result<(), OmError> {
+        if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+            return Err(OmError::NotFound(format!("volume /{volume}")));
+        }
+        let k = bucket_key(volume, bucket);
+        if txn.open_table(BUCKETS).map_err(meta)?.get(k.as_str()).map_err(meta)?.is_none() {
+            return Err(OmError::NotFound(format!("bucket /{k}")));
+        }
+        Ok(())
+    }
+
+    fn next(txn: &redb::WriteTransaction, counter: &str) -> Result<u64, OmError> {
+        let mut t = txn.open_table(COUNTERS).map_err(meta)?;
+        let n = t.get(counter).map_err(meta)?.map(|v| v.value()).unwrap_or(0) + 1;
+        t.insert(counter, n).map_err(meta)?;
+        Ok(n)
+    }
+
+    /// Opens a write session for a key (its bucket must exist). `template`
+    /// carries the key's names and settings; returns the session id.
+    pub fn open_key(&self, template: &KeyInfo) -> Result<u64, OmError> {
+        {
+            let r = self.db.begin_read().map_err(meta)?;
+            Self::check_bucket(&r, &template.volume, &template.bucket)?;
+        }
+        let txn = self.db.begin_write().map_err(meta)?;
+        let id = Self::next(&txn, "session")?;
+        txn.open_table(OPEN_KEYS)
+            .map_err(meta)?
+            .insert(id, template.encode_to_vec().as_slice())
+            .map_err(meta)?;
+        txn.commit().map_err(meta)?;
+        Ok(id)
+    }
+
+    /// The open session `id`.
+    pub fn session(&self, id: u64) -> Result<KeyInfo, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+        match t.get(id).map_err(meta)? {
+            Some(v) => decode(v.value()),
+            None => Err(OmError::NotFound(format!("open key session {id}"))),
+        }
+    }
+
+    /// Allocates a block on `replicas` (datanode ids) for session `id` and
+    /// records it in the session.
+    pub fn allocate_block(&self, id: u64, replicas: &[String]) -> Result<KeyBlock, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let block = {
+            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
+            let mut session: KeyInfo = match open.get(id).map_err(meta)? {
+                Some(v) => decode(v.value())?,
+                None => return Err(OmError::NotFound(format!("open key session {id}"))),
+            };
+            let mut sorted = replicas.to_vec();
+            sorted.sort();
+            let pipeline = sorted.join(",");
+            let container = {
+                let existing = txn
+                    .open_table(CONTAINERS)
+                    .map_err(meta)?
+                    .get(pipeline.as_str())
+                    .map_err(meta)?
+                    .map(|v| v.value());
+                match existing {
+                    Some(c) => c,
+                    None => {
+                        let c = Self::next(&txn, "container")?;
+                        txn.open_table(CONTAINERS)
+                            .map_err(meta)?
+                            .insert(pipeline.as_str(), c)
+                            .map_err(meta)?;
+                        c
+                    }
+                }
+            };
+            let local = Self::next(&txn, "local")?;
+            let block = KeyBlock {
+                block: Some(BlockId {
+                    container_id: container,
+                    local_id: local,
+                    commit_seq: 0,
+                }),
+                offset: 0,
+                length: 0,
+                replicas: replicas.iter().map(|r| id_only(r)).collect(),
+            };
+            session.blocks.push(block.clone());
+            open.insert(id, session.encode_to_vec().as_slice()).map_err(meta)?;
+            block
+        };
+        txn.commit().map_err(meta)?;
+        Ok(block)
+    }
+
+    fn queue_deletes(txn: &redb::WriteTransaction, blocks: &[KeyBlock]) -> Result<(), OmError> {
+        let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        for b in blocks {
+            let Some(id) = &b.block else { continue };
+            for r in &b.replicas {
+                t.insert((r.id.as_str(), id.container_id, id.local_id), 0u8)
+                    .map_err(meta)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits session `id`: the key becomes visible with `blocks` (which
+    /// must be blocks allocated to the session, with their final lengths)
+    /// in one transaction. A previous key of that name and the session's
+    /// unused blocks are queued for deletion.
+    pub fn commit_key(&self, id: u64, blocks: &[KeyBlock], size: u64, now: u64) -> Result<KeyInfo, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let key = {
+            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
+            let session: KeyInfo = match open.remove(id).map_err(meta)? {
+                Some(v) => decode(v.value())?,
+                None => return Err(OmError::NotFound(format!("open key session {id}"))),
+            };
+            let mut offset = 0u64;
+            let mut committed = Vec::with_capacity(blocks.len());
+            for b in blocks {
+                let bid = b
+                    .block
+                    .as_ref()
+                    .ok_or_else(|| OmError::Invalid("commit lists a block without id".into()))?;
+                let Some(alloc) = session.blocks.iter().find(|a| a.block.as_ref() == Some(bid)) else {
+                    return Err(OmError::Invalid(format!(
+                        "block {} was not allocated to this key",
+                        bid.display()
+                    )));
+                };
+                if committed.iter().any(|c: &KeyBlock| c.block.as_ref() == Some(bid)) {
+                    return Err(OmError::Invalid(format!("block {} listed twice", bid.display())));
+                }
+                committed.push(KeyBlock {
+                    block: Some(bid.clone()),
+                    offset,
+                    length: b.length,
+                    replicas: alloc.replicas.clone(),
+                });
+                offset = offset
+                    .checked_add(b.length)
+                    .ok_or_else(|| OmError::Invalid("key length overflows".into()))?;
+            }
+            if offset != size {
+                return Err(OmError::Invalid(format!(
+                    "key size {size} does not match its blocks ({offset} bytes)"
+                )));
+            }
+            let unused: Vec<KeyBlock> = session
+                .blocks
+                .iter()
+                .filter(|a| !committed.iter().any(|c| c.block == a.block))
+                .cloned()
+                .collect();
+            Self::queue_deletes(&txn, &unused)?;
+            let kk = key_key(&session.volume, &session.bucket, &session.name);
+            let mut keys = txn.open_table(KEYS).map_err(meta)?;
+            let created = match keys.get(kk.as_str()).map_err(meta)? {
+                Some(old) => {
+                    let old: KeyInfo = decode(old.value())?;
+                    Self::queue_deletes(&txn, &old.blocks)?;
+                    old.created_ms
+                }
+                None => now,
+            };
+            let key = KeyInfo {
+                size,
+                created_ms: created,
+                modified_ms: now,
+                blocks: committed,
+                ..session
+            };
+            keys.insert(kk.as_str(), key.encode_to_vec().as_slice()).map_err(meta)?;
+            key
+        };
+        txn.commit().map_err(meta)?;
+        Ok(key)
+    }
+
+    /// A committed key.
+    pub fn lookup_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        Self::check_bucket(&txn, volume, bucket)?;
+        let kk = key_key(volume, bucket, name);
+        match txn.open_table(KEYS).map_err(meta)?.get(kk.as_str()).map_err(meta)? {
+            Some(v) => decode(v.value()),
+            None => Err(OmError::NotFound(format!("key /{kk}"))),
+        }
+    }
+
+    /// Keys of a bucket whose names start with `prefix`, after `start_after`.
+    pub fn list_keys(
+        &self,
+        volume: &str,
+        bucket: &str,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyInfo>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        Self::check_bucket(&txn, volume, bucket)?;
+        let t = txn.open_table(KEYS).map_err(meta)?;
+        let base = format!("{volume}/{bucket}/");
+        let lo = format!("{base}{prefix}");
+        let mut out = Vec::new();
+        for row in t.range(lo.as_str()..).map_err(meta)? {
+            let (k, v) = row.map_err(meta)?;
+            let Some(name) = k.value().strip_prefix(&base) else { break };
+            if !name.starts_with(prefix) {
+                break;
+            }
+            if !start_after.is_empty() && name <= start_after {
+                continue;
+            }
+            out.push(decode(v.value())?);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes a committed key; its blocks are queued for deletion.
+    pub fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let kk = key_key(volume, bucket, name);
+        let key: KeyInfo = {
+            let mut t = txn.open_table(KEYS).map_err(meta)?;
+            match t.remove(kk.as_str()).map_err(meta)? {
+                Some(v) => decode(v.value())?,
+                None => return Err(OmError::NotFound(format!("key /{kk}"))),
+            }
+        };
+        Self::queue_deletes(&txn, &key.blocks)?;
+        txn.commit().map_err(meta)?;
+        Ok(key)
+    }
+
+    /// Stores (or replaces) a datanode's details.
+    pub fn put_datanode(&self, dn: &DatanodeDetails) -> Result<(), OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        txn.open_table(DATANODES)
+            .map_err(meta)?
+            .insert(dn.id.as_str(), dn.encode_to_vec().as_slice())
+            .map_err(meta)?;
+        txn.commit().map_err(meta)?;
+        Ok(())
+    }
+
+    /// Every datanode ever registered.
+    pub fn datanodes(&self) -> Result<Vec<DatanodeDetails>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(DATANODES).map_err(meta)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(meta)? {
+            out.push(decode(row.map_err(meta)?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` blocks awaiting deletion on datanode `dn`.
+    pub fn pending_deletes(&self, dn: &str, limit: usize) -> Result<Vec<BlockId>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        let mut out = Vec::new();
+        for row in t.range((dn, 0u64, 0u64)..=(dn, u64::MAX, u64::MAX)).map_err(meta)? {
+            let (k, _) = row.map_err(meta)?;
+            let (_, c, l) = k.value();
+            out.push(BlockId {
+                container_id: c,
+                local_id: l,
+                commit_seq: 0,
+            });
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Datanode ids with blocks awaiting deletion.
+    pub fn datanodes_with_pending_deletes(&self) -> Result<Vec<String>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        let mut out: Vec<String> = Vec::new();
+        for row in t.iter().map_err(meta)? {
+            let (k, _) = row.map_err(meta)?;
+            let dn = k.value().0;
+            if out.last().map(String::as_str) != Some(dn) {
+                out.push(dn.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes blocks a datanode confirmed deleted.
+    pub fn confirm_deletes(&self, dn: &str, ids: &[BlockId]) -> Result<(), OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        {
+            let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+            for id in ids {
+                t.remove((dn, id.container_id, id.local_id)).map_err(meta)?;
+            }
+        }
+        txn.commit().map_err(meta)?;
+        Ok(())
+    }
+
+    /// Records that `dn`'s replica of `block` is bad.
+    pub fn record_bad_replica(&self, block: &BlockId, dn: &str, reason: &str) -> Result<(), OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        txn.open_table(BAD_REPLICAS)
+            .map_err(meta)?
+            .insert((block.container_id, block.local_id, dn), reason)
+            .map_err(meta)?;
+        txn.commit().map_err(meta)?;
+        Ok(())
+    }
+
+    /// Datanode ids with a bad replica of `block`.
+    pub fn bad_replicas(&self, block: &BlockId) -> Result<Vec<String>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(BAD_REPLICAS).map_err(meta)?;
+        let (c, l) = (block.container_id, block.local_id);
+        let mut out = Vec::new();
+        for row in t.range((c, l, "")..=(c, l, "\u{10ffff}")).map_err(meta)? {
+            out.push(row.map_err(meta)?.0.value().2.to_string());
+        }
+        Ok(out)
+    }
+
+    /// Open sessions, oldest first: (session id, key).
+    pub fn sessions(&self) -> Result<Vec<(u64, KeyInfo)>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(meta)? {
+            let (k, v) = row.map_err(meta)?;
+            out.push((k.value(), decode(v.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Drops an abandoned session; its blocks are queued for deletion.
+    pub fn abort_session(&self, id: u64) -> Result<(), OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let removed: Option<KeyInfo> = {
+            let mut t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+            let r = t.remove(id).map_err(meta)?;
+            match r {
+                Some(v) => Some(decode(v.value())?),
+                None => None,
+            }
+        };
+        if let Some(s) = removed {
+            Self::queue_deletes(&txn, &s.blocks)?;
+        }
+        txn.commit().map_err(meta)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(name: &str) -> KeyInfo {
+        KeyInfo {
+            volume: "vol".into(),
+            bucket: "buck".into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn key_lifecycle_and_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = OmStore::open(&dir.path().join("om.redb")).unwrap();
+        assert!(matches!(s.create_bucket("vol", "buck", 1), Err(OmError::NotFound(_))));
+        s.create_volume("vol", 1).unwrap();
+        assert!(matches!(s.create_volume("vol", 1), Err(OmError::AlreadyExists(_))));
+        s.create_bucket("vol", "buck", 1).unwrap();
+        assert_eq!(s.list_buckets("vol").unwrap().len(), 1);
+
+        let sid = s.open_key(&template("a/b")).unwrap();
+        let b1 = s.allocate_block(sid, &["dn1".into(), "dn2".into()]).unwrap();
+        let b2 = s.allocate_block(sid, &["dn2".into(), "dn3".into()]).unwrap();
+        assert_ne!(b1.block, b2.block);
+        // Not visible before commit.
+        assert!(matches!(s.lookup_key("vol", "buck", "a/b"), Err(OmError::NotFound(_))));
+        let mut c2 = b2.clone();
+        c2.length = 10;
+        // Wrong size is refused and keeps the session.
+        assert!(s.commit_key(sid, std::slice::from_ref(&c2), 11, 2).is_err());
+        assert_eq!(s.session(sid).unwrap().blocks.len(), 2);
+        let sid = s.open_key(&template("a/b")).unwrap();
+        let b3 = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let mut c3 = b3.clone();
+        c3.length = 10;
+        // A block of another session is refused.
+        assert!(s.commit_key(sid, &[c2], 10, 2).is_err());
+        let sid = s.open_key(&template("a/b")).unwrap();
+        let b4 = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let b5 = s.allocate_block(sid, &["dn4".into()]).unwrap();
+        let mut c5 = b5.clone();
+        c5.length = 7;
+        let k = s.commit_key(sid, &[c5], 7, 3).unwrap();
+        assert_eq!(k.size, 7);
+        assert_eq!(k.blocks[0].replicas[0].id, "dn4");
+        // The unused block of the session is queued for deletion on dn1.
+        let pend = s.pending_deletes("dn1", 100).unwrap();
+        assert!(pend.contains(b4.block.as_ref().unwrap()));
+        assert_eq!(s.lookup_key("vol", "buck", "a/b").unwrap().size, 7);
+        assert_eq!(s.list_keys("vol", "buck", "a/", "", 10).unwrap().len(), 1);
+        assert_eq!(s.list_keys("vol", "buck", "b", "", 10).unwrap().len(), 0);
+        s.delete_key("vol", "buck", "a/b").unwrap();
+        assert_eq!(s.pending_deletes("dn4", 10).unwrap().len(), 1);
+        s.confirm_deletes("dn4", &s.pending_deletes("dn4", 10).unwrap()).unwrap();
+        assert!(s.pending_deletes("dn4", 10).unwrap().is_empty());
+        assert!(matches!(s.delete_key("vol", "buck", "a/b"), Err(OmError::NotFound(_))));
+        let _ = b3;
+    }
+}
