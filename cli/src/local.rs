@@ -1,0 +1,317 @@
+//! A local cluster: one OM and N datanodes as child processes of the
+//! `ozone` binary, each datanode standing for its own node (`node1`,
+//! `node2`, ...), all state under one directory.
+//!
+//! Layout: `DIR/om/` (OM database), `DIR/node<i>/{data,meta}/` (datanode
+//! `i`), `DIR/logs/*.log` (process output), `DIR/cluster.env`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use ozone_client::{Client, ClientConfig};
+use ozone_proto::NodeState;
+use tokio::process::{Child, Command};
+
+/// Config applied to every process of a local cluster unless overridden:
+/// fast heartbeats so failures are noticed within seconds.
+pub const LOCAL_DEFAULTS: &[&str] = &[
+    "hdds.heartbeat.interval=1s",
+    "ozone.scm.stale.node.interval=5s",
+    "ozone.scm.dead.node.interval=15s",
+];
+
+/// Errors of the local cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("I/O on {0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("{what} did not become ready within {secs}s; see {log}")]
+    Timeout {
+        what: String,
+        secs: u64,
+        log: String,
+    },
+    #[error("{what} exited early ({status}); see {log}")]
+    Exited {
+        what: String,
+        status: String,
+        log: String,
+    },
+    #[error("client: {0}")]
+    Client(#[from] ozone_client::ClientError),
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct LocalSpec {
+    /// Root directory of all state.
+    pub dir: PathBuf,
+    /// Number of datanodes.
+    pub datanodes: usize,
+    /// The `ozone` executable (subcommands `om` and `datanode`).
+    pub exe: PathBuf,
+    /// `key=value` config for every process (after [`LOCAL_DEFAULTS`]).
+    pub conf: Vec<String>,
+}
+
+/// A running local cluster. Dropping it kills every process.
+pub struct LocalCluster {
+    spec: LocalSpec,
+    om_port: u16,
+    om: Option<Child>,
+    datanodes: Vec<Option<Child>>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
+    move |e| LocalError::Io(path.display().to_string(), e)
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl LocalCluster {
+    /// Node name of datanode `i` (0-based): `node<i+1>`.
+    pub fn node_name(i: usize) -> String {
+        format!("node{}", i + 1)
+    }
+
+    /// Starts the OM and every datanode; returns once all datanodes are
+    /// registered and healthy.
+    pub async fn start(spec: LocalSpec) -> Result<Self, LocalError> {
+        std::fs::create_dir_all(spec.dir.join("logs")).map_err(io(&spec.dir))?;
+        let om_port = free_port().map_err(io(&spec.dir))?;
+        let mut c = Self {
+            datanodes: (0..spec.datanodes).map(|_| None).collect(),
+            spec,
+            om_port,
+            om: None,
+        };
+        c.start_om().await?;
+        for i in 0..c.spec.datanodes {
+            c.start_datanode(i).await?;
+        }
+        c.wait_healthy(c.spec.datanodes, Duration::from_secs(30)).await?;
+        let env = format!("OZONE_OM_ADDRESS={}\n", c.om_address());
+        let p = c.spec.dir.join("cluster.env");
+        std::fs::write(&p, env).map_err(io(&p))?;
+        Ok(c)
+    }
+
+    /// The OM's gRPC address.
+    pub fn om_address(&self) -> String {
+        format!("127.0.0.1:{}", self.om_port)
+    }
+
+    /// Root directory.
+    pub fn dir(&self) -> &Path {
+        &self.spec.dir
+    }
+
+    /// Directory of datanode `i`.
+    pub fn datanode_dir(&self, i: usize) -> PathBuf {
+        self.spec.dir.join(Self::node_name(i))
+    }
+
+    /// A client of this cluster running on `node` (or on no datanode's node).
+    pub fn client(&self, node: Option<&str>) -> Result<Client, LocalError> {
+        let mut cfg = ClientConfig::new(&self.om_address());
+        cfg.node_name = node.map(str::to_string);
+        Ok(Client::connect(cfg)?)
+    }
+
+    fn conf_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for kv in LOCAL_DEFAULTS.iter().map(|s| s.to_string()).chain(self.spec.conf.iter().cloned()) {
+            v.push("--set".to_string());
+            v.push(kv);
+        }
+        v
+    }
+
+    fn spawn(&self, name: &str, args: Vec<String>) -> Result<Child, LocalError> {
+        let log = self.spec.dir.join("logs").join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(io(&log))?;
+        let err = out.try_clone().map_err(io(&log))?;
+        Command::new(&self.spec.exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(io(&self.spec.exe))
+    }
+
+    async fn wait_file(&self, child: &mut Child, file: &Path, what: &str) -> Result<(), LocalError> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !file.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(LocalError::Exited {
+                    what: what.into(),
+                    status: status.to_string(),
+                    log: self.log_path(what),
+                });
+            }
+            if Instant::now() > deadline {
+                return Err(LocalError::Timeout {
+                    what: what.into(),
+                    secs: 30,
+                    log: self.log_path(what),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    fn log_path(&self, name: &str) -> String {
+        self.spec.dir.join("logs").join(format!("{name}.log")).display().to_string()
+    }
+
+    /// Starts (or restarts) the OM on its port.
+    pub async fn start_om(&mut self) -> Result<(), LocalError> {
+        let dir = self.spec.dir.join("om");
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut args = vec![
+            "om".to_string(),
+            "--metadata-dir".into(),
+            dir.display().to_string(),
+            "--grpc-addr".into(),
+            self.om_address(),
+            "--http-addr".into(),
+            "127.0.0.1:0".into(),
+            "--ready-file".into(),
+            ready.display().to_string(),
+        ];
+        args.extend(self.conf_args());
+        let mut child = self.spawn("om", args)?;
+        self.wait_file(&mut child, &ready, "om").await?;
+        self.om = Some(child);
+        Ok(())
+    }
+
+    /// Starts (or restarts) datanode `i` with its directories.
+    pub async fn start_datanode(&mut self, i: usize) -> Result<(), LocalError> {
+        let name = Self::node_name(i);
+        let dir = self.datanode_dir(i);
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut args = vec![
+            "datanode".to_string(),
+            "--data-dir".into(),
+            dir.join("data").display().to_string(),
+            "--metadata-dir".into(),
+            dir.join("meta").display().to_string(),
+            "--grpc-addr".into(),
+            "127.0.0.1:0".into(),
+            "--http-addr".into(),
+            "127.0.0.1:0".into(),
+            "--om".into(),
+            self.om_address(),
+            "--node-name".into(),
+            name.clone(),
+            "--ready-file".into(),
+            ready.display().to_string(),
+        ];
+        args.extend(self.conf_args());
+        let mut child = self.spawn(&name, args)?;
+        self.wait_file(&mut child, &ready, &name).await?;
+        self.datanodes[i] = Some(child);
+        Ok(())
+    }
+
+    /// Waits until at least `n` datanodes are registered and healthy.
+    pub async fn wait_healthy(&self, n: usize, timeout: Duration) -> Result<(), LocalError> {
+        let client = self.client(None)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(dns) = client.list_datanodes().await
+                && dns.iter().filter(|d| d.state == NodeState::Healthy as i32).count() >= n
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(LocalError::Timeout {
+                    what: format!("{n} healthy datanodes"),
+                    secs: timeout.as_secs(),
+                    log: self.log_path("om"),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The datanode id of datanode `i` (from its metadata directory).
+    pub fn datanode_id(&self, i: usize) -> Option<String> {
+        std::fs::read_to_string(self.datanode_dir(i).join("meta").join("datanode.id"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// Kills datanode `i` with SIGKILL and reaps it.
+    pub async fn kill_datanode(&mut self, i: usize) {
+        if let Some(mut c) = self.datanodes[i].take() {
+            let _ = c.kill().await;
+        }
+    }
+
+    /// Kills the OM with SIGKILL and reaps it.
+    pub async fn kill_om(&mut self) {
+        if let Some(mut c) = self.om.take() {
+            let _ = c.kill().await;
+        }
+    }
+
+    /// Process id of datanode `i`.
+    pub fn datanode_pid(&self, i: usize) -> Option<u32> {
+        self.datanodes[i].as_ref().and_then(|c| c.id())
+    }
+
+    async fn term(child: &mut Child) {
+        if let Some(pid) = child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        }
+        if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// Stops every process with SIGTERM (SIGKILL after 10 s).
+    pub async fn stop(mut self) {
+        for c in self.datanodes.iter_mut().flatten() {
+            Self::term(c).await;
+        }
+        self.datanodes.iter_mut().for_each(|c| *c = None);
+        if let Some(mut om) = self.om.take() {
+            Self::term(&mut om).await;
+        }
+    }
+
+    /// Resolves when any process of the cluster exits; returns its name.
+    pub async fn wait_any_exit(&mut self) -> String {
+        loop {
+            if let Some(om) = self.om.as_mut()
+                && let Ok(Some(_)) = om.try_wait()
+            {
+                return "om".into();
+            }
+            for (i, c) in self.datanodes.iter_mut().enumerate() {
+                if let Some(c) = c
+                    && let Ok(Some(_)) = c.try_wait()
+                {
+                    return Self::node_name(i);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}

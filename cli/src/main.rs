@@ -1,0 +1,408 @@
+//! `ozone`: the shell (`ozone sh`), admin commands, a local cluster
+//! (`ozone local up`), the demo, and the OM and datanode processes.
+
+mod demo;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_client::{Client, ClientConfig};
+use ozone_common::config::Conf;
+use ozone_common::names::OzonePath;
+use ozone_proto::{KeyInfo, NodeState};
+
+#[derive(Parser)]
+#[command(name = "ozone", version, about = "Ozone object store: shell, admin and local cluster")]
+struct Cli {
+    /// OM address, host:port.
+    #[arg(long, global = true, env = "OZONE_OM_ADDRESS")]
+    om: Option<String>,
+    /// Node this command runs on (for local-first placement and reads).
+    #[arg(long = "node", global = true, env = "NODE_NAME")]
+    node: Option<String>,
+    /// Config file of `key = value` lines (Ozone key names).
+    #[arg(long, global = true)]
+    conf: Option<PathBuf>,
+    /// Config overrides, `key=value` (repeatable).
+    #[arg(long = "set", global = true)]
+    set: Vec<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Volume, bucket and key commands.
+    Sh {
+        #[command(subcommand)]
+        cmd: ShCmd,
+    },
+    /// Cluster administration.
+    Admin {
+        #[command(subcommand)]
+        cmd: AdminCmd,
+    },
+    /// A local cluster of processes.
+    Local {
+        #[command(subcommand)]
+        cmd: LocalCmd,
+    },
+    /// Starts a local cluster, writes and reads a few hundred MiB, reports.
+    Demo(demo::DemoArgs),
+    /// Runs the OM (Ozone Manager).
+    Om(ozone_om::cmd::OmArgs),
+    /// Runs a datanode.
+    Datanode(ozone_datanode::cmd::DatanodeArgs),
+}
+
+#[derive(Subcommand)]
+enum ShCmd {
+    /// Volume commands.
+    Volume {
+        #[command(subcommand)]
+        cmd: VolumeCmd,
+    },
+    /// Bucket commands.
+    Bucket {
+        #[command(subcommand)]
+        cmd: BucketCmd,
+    },
+    /// Key commands.
+    Key {
+        #[command(subcommand)]
+        cmd: KeyCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum VolumeCmd {
+    /// Creates /VOLUME.
+    Create { path: String },
+    /// Lists volumes.
+    #[command(alias = "list")]
+    Ls,
+}
+
+#[derive(Subcommand)]
+enum BucketCmd {
+    /// Creates /VOLUME/BUCKET.
+    Create { path: String },
+    /// Lists the buckets of /VOLUME.
+    #[command(alias = "list")]
+    Ls { path: String },
+}
+
+#[derive(Subcommand)]
+enum KeyCmd {
+    /// Writes FILE to /VOLUME/BUCKET/KEY.
+    Put { path: String, file: PathBuf },
+    /// Reads /VOLUME/BUCKET/KEY into FILE.
+    Get {
+        path: String,
+        file: PathBuf,
+        /// Skip checksum verification for this read.
+        #[arg(long)]
+        no_verify: bool,
+    },
+    /// Lists keys of /VOLUME/BUCKET (optionally with a name prefix).
+    #[command(alias = "list")]
+    Ls {
+        path: String,
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Shows a key's size, checksum settings and block locations.
+    Info { path: String },
+    /// Deletes a key.
+    #[command(alias = "delete")]
+    Rm { path: String },
+}
+
+#[derive(Subcommand)]
+enum AdminCmd {
+    /// Datanode commands.
+    Datanode {
+        #[command(subcommand)]
+        cmd: DatanodeCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum DatanodeCmd {
+    /// Lists datanodes: id, address, node, state, capacity and use.
+    #[command(alias = "ls")]
+    List,
+}
+
+#[derive(Subcommand)]
+enum LocalCmd {
+    /// Runs an OM and datanodes in DIR until Ctrl-C or SIGTERM.
+    Up {
+        /// Directory of all cluster state (reused across runs).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Number of datanodes (each on its own simulated node).
+        #[arg(long, default_value_t = 3)]
+        datanodes: usize,
+    },
+}
+
+impl Cli {
+    fn conf(&self) -> anyhow::Result<Conf> {
+        let mut conf = match &self.conf {
+            Some(p) => Conf::load(p)?,
+            None => Conf::new(),
+        };
+        conf.apply_overrides(&self.set)?;
+        Ok(conf)
+    }
+
+    fn client(&self) -> anyhow::Result<Client> {
+        let conf = self.conf()?;
+        let om = self
+            .om
+            .clone()
+            .or_else(|| conf.get(ozone_common::config::OM_ADDRESS).map(str::to_string))
+            .context("no OM address: pass --om HOST:PORT or set OZONE_OM_ADDRESS")?;
+        let mut cfg = ClientConfig::from_conf(&om, &conf)?;
+        if self.node.is_some() {
+            cfg.node_name = self.node.clone();
+        }
+        Ok(Client::connect(cfg)?)
+    }
+}
+
+fn state_name(s: i32) -> &'static str {
+    match NodeState::try_from(s).unwrap_or(NodeState::Unspecified) {
+        NodeState::Healthy => "HEALTHY",
+        NodeState::Stale => "STALE",
+        NodeState::Dead => "DEAD",
+        NodeState::Unspecified => "UNKNOWN",
+    }
+}
+
+fn human(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{n} B") } else { format!("{v:.1} {}", U[i]) }
+}
+
+fn print_key(k: &KeyInfo) {
+    let ck = ozone_proto::ChecksumType::try_from(k.checksum_type)
+        .map(|t| t.as_str_name())
+        .unwrap_or("?");
+    let rep = ozone_proto::ReplicationFactor::try_from(k.replication)
+        .map(|t| t.as_str_name())
+        .unwrap_or("?");
+    println!("key: /{}/{}/{}", k.volume, k.bucket, k.name);
+    println!("size: {}", k.size);
+    println!("replication: {rep}");
+    println!("checksum: {ck}, {} bytes per checksum", k.bytes_per_checksum);
+    println!("created_ms: {}", k.created_ms);
+    println!("modified_ms: {}", k.modified_ms);
+    for b in &k.blocks {
+        let id = b.block.clone().unwrap_or_default();
+        let reps: Vec<String> = b
+            .replicas
+            .iter()
+            .map(|r| format!("{}@{}({})", r.id, r.node_name, state_name(r.state)))
+            .collect();
+        println!(
+            "block {} offset {} length {} replicas {}",
+            id.display(),
+            b.offset,
+            b.length,
+            reps.join(" ")
+        );
+    }
+}
+
+async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
+    let client = cli.client()?;
+    match cmd {
+        ShCmd::Volume { cmd } => match cmd {
+            VolumeCmd::Create { path } => {
+                let p = OzonePath::parse(path)?;
+                if p.bucket.is_some() {
+                    bail!("expected /VOLUME, got {path}");
+                }
+                client.create_volume(&p.volume).await?;
+                println!("created volume /{}", p.volume);
+            }
+            VolumeCmd::Ls => {
+                for v in client.list_volumes().await? {
+                    println!("/{}", v.name);
+                }
+            }
+        },
+        ShCmd::Bucket { cmd } => match cmd {
+            BucketCmd::Create { path } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                client.create_bucket(&v, &b).await?;
+                println!("created bucket /{v}/{b}");
+            }
+            BucketCmd::Ls { path } => {
+                let p = OzonePath::parse(path)?;
+                for b in client.list_buckets(&p.volume).await? {
+                    println!("/{}/{}", b.volume, b.name);
+                }
+            }
+        },
+        ShCmd::Key { cmd } => match cmd {
+            KeyCmd::Put { path, file } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                let t = Instant::now();
+                let key = client
+                    .put_file(&v, &b, &k, file)
+                    .await
+                    .with_context(|| format!("writing {} to {path}", file.display()))?;
+                let secs = t.elapsed().as_secs_f64();
+                eprintln!(
+                    "wrote {} to {path} in {secs:.2}s ({:.1} MiB/s), {} block(s)",
+                    human(key.size),
+                    key.size as f64 / (1 << 20) as f64 / secs.max(1e-9),
+                    key.blocks.len()
+                );
+            }
+            KeyCmd::Get {
+                path,
+                file,
+                no_verify,
+            } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                let client = if *no_verify {
+                    client.with_verify_checksum(false)
+                } else {
+                    client
+                };
+                let t = Instant::now();
+                let n = client
+                    .get_file(&v, &b, &k, file)
+                    .await
+                    .with_context(|| format!("reading {path} into {}", file.display()))?;
+                let secs = t.elapsed().as_secs_f64();
+                let s = client.stats();
+                eprintln!(
+                    "read {} from {path} in {secs:.2}s ({:.1} MiB/s); node-local replica: {} bytes, remote: {} bytes, short-circuit: 0 bytes",
+                    human(n),
+                    n as f64 / (1 << 20) as f64 / secs.max(1e-9),
+                    s.local_bytes,
+                    s.remote_bytes
+                );
+            }
+            KeyCmd::Ls { path, prefix } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                for k in client.list_keys(&v, &b, prefix).await? {
+                    println!("{}\t{}", k.size, k.name);
+                }
+            }
+            KeyCmd::Info { path } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                print_key(&client.key_info(&v, &b, &k).await?);
+            }
+            KeyCmd::Rm { path } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                client.delete_key(&v, &b, &k).await?;
+                println!("deleted {path}");
+            }
+        },
+    }
+    Ok(())
+}
+
+async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
+    let client = cli.client()?;
+    match cmd {
+        AdminCmd::Datanode {
+            cmd: DatanodeCmd::List,
+        } => {
+            println!("{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}", "ID", "ADDRESS", "NODE", "STATE", "CAPACITY", "USED");
+            for d in client.list_datanodes().await? {
+                println!(
+                    "{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}",
+                    d.id,
+                    d.address,
+                    d.node_name,
+                    state_name(d.state),
+                    human(d.capacity),
+                    human(d.used)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize) -> anyhow::Result<()> {
+    if datanodes == 0 {
+        bail!("--datanodes must be at least 1");
+    }
+    let mut conf = Vec::new();
+    if let Some(p) = &cli.conf {
+        conf.extend(Conf::load(p)?.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    conf.extend(cli.set.iter().cloned());
+    std::fs::create_dir_all(&dir)?;
+    let dir = dir.canonicalize()?;
+    let spec = LocalSpec {
+        dir: dir.clone(),
+        datanodes,
+        exe: std::env::current_exe()?,
+        conf,
+    };
+    let mut cluster = tokio::select! {
+        c = LocalCluster::start(spec) => c?,
+        _ = shutdown_signal() => bail!("interrupted while starting"),
+    };
+    println!("ready om={}", cluster.om_address());
+    eprintln!(
+        "cluster state in {}; logs in {}/logs; `source {}/cluster.env` to use it",
+        dir.display(),
+        dir.display(),
+        dir.display()
+    );
+    tokio::select! {
+        _ = shutdown_signal() => {
+            eprintln!("stopping");
+            cluster.stop().await;
+            Ok(())
+        }
+        name = cluster.wait_any_exit() => {
+            cluster.stop().await;
+            bail!("{name} exited; see {}/logs/{name}.log", dir.display())
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    ozone_common::logging::init();
+    let cli = Cli::parse();
+    match &cli.cmd {
+        Cmd::Sh { cmd } => sh(&cli, cmd).await,
+        Cmd::Admin { cmd } => admin(&cli, cmd).await,
+        Cmd::Local {
+            cmd: LocalCmd::Up { dir, datanodes },
+        } => local_up(&cli, dir.clone(), *datanodes).await,
+        Cmd::Demo(args) => demo::run(args.clone(), cli.set.clone()).await,
+        Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,
+        Cmd::Datanode(args) => ozone_datanode::cmd::run(args.clone()).await,
+    }
+}

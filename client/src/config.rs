@@ -1,0 +1,88 @@
+//! Client settings, from Ozone config keys.
+
+use std::time::Duration;
+
+use ozone_common::checksum::{Checksummer, DEFAULT_BYTES_PER_CHECKSUM};
+use ozone_common::config::{self as keys, Conf, ConfigError};
+use ozone_proto::{ChecksumType, ReplicationFactor};
+
+/// Settings of a [`Client`](crate::Client).
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// OM address, host:port.
+    pub om_address: String,
+    /// Verify checksums on read (`ozone.client.verify.checksum`).
+    pub verify_checksum: bool,
+    /// Checksum algorithm and window for new keys.
+    pub checksum: Checksummer,
+    /// Chunk size of writes, a whole number of checksum windows.
+    pub chunk_size: u64,
+    /// Replication of new keys.
+    pub replication: ReplicationFactor,
+    /// Node this client runs on (`NODE_NAME`), for local-first placement
+    /// and reads.
+    pub node_name: Option<String>,
+    /// How long OM calls are retried while the OM is unavailable.
+    pub om_retry_timeout: Duration,
+    /// Largest gRPC message.
+    pub max_message_size: usize,
+    /// Block allocations a write may use before giving up.
+    pub max_block_attempts: usize,
+}
+
+impl ClientConfig {
+    /// Settings from `conf` (missing keys take Ozone's defaults, with
+    /// CRC32C as the checksum type) for the OM at `om_address`.
+    pub fn from_conf(om_address: &str, conf: &Conf) -> Result<Self, ConfigError> {
+        let bpc = conf.size(keys::BYTES_PER_CHECKSUM, DEFAULT_BYTES_PER_CHECKSUM as u64)?;
+        let bad = |k: &str, v: String, why: &str| ConfigError::Value {
+            key: k.into(),
+            value: v,
+            why: why.into(),
+        };
+        if bpc == 0 || bpc > 64 << 20 {
+            return Err(bad(keys::BYTES_PER_CHECKSUM, bpc.to_string(), "must be 1 byte to 64MB"));
+        }
+        let kind = match conf
+            .choice(keys::CHECKSUM_TYPE, "CRC32C", &["CRC32C", "CRC32", "NONE"])?
+            .as_str()
+        {
+            "CRC32" => ChecksumType::Crc32,
+            "NONE" => ChecksumType::None,
+            _ => ChecksumType::Crc32c,
+        };
+        let checksum = Checksummer::new(kind, bpc as u32)
+            .map_err(|e| bad(keys::BYTES_PER_CHECKSUM, bpc.to_string(), &e.to_string()))?;
+        let chunk = conf.size(keys::CHUNK_SIZE, 4 << 20)?;
+        // Chunks hold whole checksum windows.
+        let chunk_size = (chunk / bpc).max(1) * bpc;
+        let replication = match conf.choice(keys::REPLICATION, "THREE", &["ONE", "THREE", "1", "3"])?.as_str() {
+            "ONE" | "1" => ReplicationFactor::One,
+            _ => ReplicationFactor::Three,
+        };
+        let max_message_size = conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize;
+        if chunk_size + (1 << 20) > max_message_size as u64 {
+            return Err(bad(
+                keys::CHUNK_SIZE,
+                chunk.to_string(),
+                "chunk must be at least 1MB smaller than ozone.grpc.max.message.size",
+            ));
+        }
+        Ok(Self {
+            om_address: om_address.to_string(),
+            verify_checksum: conf.bool(keys::VERIFY_CHECKSUM, true)?,
+            checksum,
+            chunk_size,
+            replication,
+            node_name: std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()),
+            om_retry_timeout: conf.duration("ozone.client.om.retry.timeout", Duration::from_secs(60))?,
+            max_message_size,
+            max_block_attempts: 8,
+        })
+    }
+
+    /// Defaults for the OM at `om_address`.
+    pub fn new(om_address: &str) -> Self {
+        Self::from_conf(om_address, &Conf::new()).expect("defaults are valid")
+    }
+}

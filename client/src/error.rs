@@ -1,0 +1,50 @@
+//! Errors returned by the client library.
+
+use ozone_common::checksum::ChecksumError;
+use ozone_common::config::ConfigError;
+use ozone_common::names::NameError;
+
+/// A client operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("read of {len} bytes at offset {offset} is past the end of a {size}-byte key")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    #[error("block {block}: every replica failed: {errors}")]
+    AllReplicasFailed { block: String, errors: String },
+    #[error("write failed after {attempts} block allocations: {last}")]
+    WriteFailed { attempts: usize, last: String },
+    #[error("checksum: {0}")]
+    Checksum(#[from] ChecksumError),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{code:?}: {message}")]
+    Rpc { code: tonic::Code, message: String },
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<tonic::Status> for ClientError {
+    fn from(s: tonic::Status) -> Self {
+        let m = s.message().to_string();
+        match s.code() {
+            tonic::Code::NotFound => ClientError::NotFound(m),
+            tonic::Code::AlreadyExists => ClientError::AlreadyExists(m),
+            tonic::Code::InvalidArgument => ClientError::InvalidArgument(m),
+            tonic::Code::Unavailable => ClientError::Unavailable(m),
+            code => ClientError::Rpc { code, message: m },
+        }
+    }
+}
+
+/// Client result.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

@@ -1,0 +1,334 @@
+//! The Ozone client library: volumes, buckets and keys over gRPC.
+//!
+//! ```no_run
+//! # async fn demo() -> ozone_client::Result<()> {
+//! use ozone_client::{Client, ClientConfig};
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:9862"))?;
+//! let mut w = client.create_key("vol", "bucket", "key").await?;
+//! w.write(b"hello").await?;
+//! w.close().await?;
+//! let r = client.open_key("vol", "bucket", "key").await?;
+//! let mut buf = [0u8; 5];
+//! r.read_exact_at(0, &mut buf).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod om;
+pub mod pool;
+pub mod reader;
+pub mod writer;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ozone_proto::*;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+pub use config::ClientConfig;
+pub use error::{ClientError, Result};
+pub use reader::KeyReader;
+pub use writer::KeyWriter;
+
+/// Read counters of a client (shared by every stream it opened).
+#[derive(Debug, Default)]
+pub struct ReadStats {
+    /// Bytes read from a replica on this client's node.
+    pub local_bytes: AtomicU64,
+    /// Bytes read from replicas on other nodes.
+    pub remote_bytes: AtomicU64,
+    /// Checksum mismatches found (each reported to the OM).
+    pub checksum_failures: AtomicU64,
+    /// Reads moved to another replica.
+    pub failovers: AtomicU64,
+}
+
+/// A snapshot of [`ReadStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadStatsSnapshot {
+    pub local_bytes: u64,
+    pub remote_bytes: u64,
+    pub checksum_failures: u64,
+    pub failovers: u64,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) config: ClientConfig,
+    pub(crate) om: om::Om,
+    pub(crate) pool: pool::Pool,
+    pub(crate) stats: ReadStats,
+    /// Replicas found bad by this client: (container, local id, datanode).
+    pub(crate) bad: Mutex<HashSet<(u64, u64, String)>>,
+}
+
+impl ClientInner {
+    fn max_read(&self) -> usize {
+        self.config.max_message_size.saturating_sub(1 << 20).clamp(64 << 10, 16 << 20)
+    }
+
+    async fn lookup(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo> {
+        let req = LookupKeyRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+            name: name.into(),
+        };
+        let r = self
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.lookup_key(req).await }
+            })
+            .await?;
+        r.key
+            .ok_or_else(|| ClientError::NotFound(format!("key /{volume}/{bucket}/{name}")))
+    }
+
+    async fn report_bad(&self, block: &BlockId, dn: &str, reason: &str) {
+        let req = ReportBadReplicaRequest {
+            block: Some(block.clone()),
+            datanode_id: dn.to_string(),
+            reason: reason.to_string(),
+        };
+        let r = self
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.report_bad_replica(req).await }
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::warn!("could not report bad replica to the OM: {e}");
+        }
+    }
+}
+
+/// A connection to an Ozone cluster. Cheap to clone; clones share the
+/// connection pool. [`with_verify_checksum`](Client::with_verify_checksum)
+/// makes an instance with its own verification default.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+    verify: bool,
+}
+
+impl Client {
+    /// A client for the cluster whose OM is at `config.om_address`
+    /// (connections are made on first use).
+    pub fn connect(config: ClientConfig) -> Result<Self> {
+        let om = om::Om::new(&config.om_address, config.om_retry_timeout, config.max_message_size)?;
+        let verify = config.verify_checksum;
+        Ok(Self {
+            inner: Arc::new(ClientInner {
+                pool: pool::Pool::new(config.max_message_size),
+                config,
+                om,
+                stats: ReadStats::default(),
+                bad: Mutex::new(HashSet::new()),
+            }),
+            verify,
+        })
+    }
+
+    /// The same client with another verify-checksum default for the
+    /// streams it opens (Hadoop's `FileSystem#setVerifyChecksum`).
+    pub fn with_verify_checksum(&self, verify: bool) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            verify,
+        }
+    }
+
+    /// This instance's verify-checksum default.
+    pub fn verify_checksum(&self) -> bool {
+        self.verify
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Read counters so far.
+    pub fn stats(&self) -> ReadStatsSnapshot {
+        let s = &self.inner.stats;
+        ReadStatsSnapshot {
+            local_bytes: s.local_bytes.load(Ordering::Relaxed),
+            remote_bytes: s.remote_bytes.load(Ordering::Relaxed),
+            checksum_failures: s.checksum_failures.load(Ordering::Relaxed),
+            failovers: s.failovers.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Datanodes with an open connection.
+    pub fn pooled_connections(&self) -> usize {
+        self.inner.pool.len()
+    }
+
+    /// Creates a volume.
+    pub async fn create_volume(&self, name: &str) -> Result<VolumeInfo> {
+        ozone_common::names::check_resource_name("volume", name)?;
+        let req = CreateVolumeRequest { name: name.into() };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.create_volume(req).await }
+            })
+            .await?;
+        Ok(r.volume.unwrap_or_default())
+    }
+
+    /// Lists volumes.
+    pub async fn list_volumes(&self) -> Result<Vec<VolumeInfo>> {
+        let r = self
+            .inner
+            .om
+            .call(|mut om| async move { om.list_volumes(ListVolumesRequest {}).await })
+            .await?;
+        Ok(r.volumes)
+    }
+
+    /// Creates a bucket in a volume.
+    pub async fn create_bucket(&self, volume: &str, name: &str) -> Result<BucketInfo> {
+        ozone_common::names::check_resource_name("volume", volume)?;
+        ozone_common::names::check_resource_name("bucket", name)?;
+        let req = CreateBucketRequest {
+            volume: volume.into(),
+            name: name.into(),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.create_bucket(req).await }
+            })
+            .await?;
+        Ok(r.bucket.unwrap_or_default())
+    }
+
+    /// Lists the buckets of a volume.
+    pub async fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
+        let req = ListBucketsRequest {
+            volume: volume.into(),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.list_buckets(req).await }
+            })
+            .await?;
+        Ok(r.buckets)
+    }
+
+    /// Lists keys of a bucket whose names start with `prefix` (all pages).
+    pub async fn list_keys(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
+        let mut out: Vec<KeyInfo> = Vec::new();
+        loop {
+            let req = ListKeysRequest {
+                volume: volume.into(),
+                bucket: bucket.into(),
+                prefix: prefix.into(),
+                start_after: out.last().map(|k| k.name.clone()).unwrap_or_default(),
+                limit: 1000,
+            };
+            let r = self
+                .inner
+                .om
+                .call(|mut om| {
+                    let req = req.clone();
+                    async move { om.list_keys(req).await }
+                })
+                .await?;
+            let n = r.keys.len();
+            out.extend(r.keys);
+            if n < 1000 {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Metadata of a committed key, with block locations.
+    pub async fn key_info(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo> {
+        self.inner.lookup(volume, bucket, name).await
+    }
+
+    /// Deletes a key.
+    pub async fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<()> {
+        let req = DeleteKeyRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+            name: name.into(),
+        };
+        self.inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.delete_key(req).await }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Datanodes known to the OM.
+    pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
+        let r = self
+            .inner
+            .om
+            .call(|mut om| async move { om.list_datanodes(ListDatanodesRequest {}).await })
+            .await?;
+        Ok(r.datanodes)
+    }
+
+    /// Starts writing a key (replacing any key of that name on close).
+    pub async fn create_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyWriter> {
+        KeyWriter::open(self.inner.clone(), volume, bucket, name).await
+    }
+
+    /// Writes a key from an async reader; returns the committed key.
+    pub async fn put_key<R: AsyncRead + Unpin>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+        mut input: R,
+    ) -> Result<KeyInfo> {
+        let mut w = self.create_key(volume, bucket, name).await?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = input.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            w.write(&buf[..n]).await?;
+        }
+        w.close().await
+    }
+
+    /// Writes a key from a file.
+    pub async fn put_file(&self, volume: &str, bucket: &str, name: &str, path: &Path) -> Result<KeyInfo> {
+        let f = tokio::fs::File::open(path).await?;
+        self.put_key(volume, bucket, name, f).await
+    }
+
+    /// Opens a key for reading with this instance's verify default.
+    pub async fn open_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyReader> {
+        let key = self.inner.lookup(volume, bucket, name).await?;
+        KeyReader::new(self.inner.clone(), key, self.verify)
+    }
+
+    /// Reads a whole key into a file.
+    pub async fn get_file(&self, volume: &str, bucket: &str, name: &str, path: &Path) -> Result<u64> {
+        let r = self.open_key(volume, bucket, name).await?;
+        let mut f = tokio::fs::File::create(path).await?;
+        let n = r.copy_to(&mut f).await?;
+        f.sync_all().await?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,345 @@
+//! Reading a key: positional reads and streaming, from the replicas in
+//! order (same node first, healthy before others, known-bad last),
+//! verifying checksums when the stream asks for it. A checksum mismatch or
+//! a failed replica moves the read to the next replica; a mismatch is also
+//! reported to the OM.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use ozone_common::checksum::{ChecksumError, Checksummer};
+use ozone_proto::*;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::ClientInner;
+use crate::error::{ClientError, Result};
+
+/// Orders replicas for reading: known-bad last, then the reader's node
+/// first, then healthy ones; otherwise the OM's order.
+pub fn order_replicas<'a>(
+    replicas: &'a [DatanodeDetails],
+    node_name: Option<&str>,
+    is_bad: impl Fn(&str) -> bool,
+) -> Vec<&'a DatanodeDetails> {
+    let mut v: Vec<&DatanodeDetails> = replicas.iter().collect();
+    v.sort_by_key(|r| {
+        (
+            is_bad(&r.id),
+            node_name != Some(r.node_name.as_str()),
+            r.state != NodeState::Healthy as i32,
+        )
+    });
+    v
+}
+
+/// An open key; each reader has its own verify-checksum switch.
+pub struct KeyReader {
+    inner: Arc<ClientInner>,
+    key: KeyInfo,
+    checksum: Checksummer,
+    verify: bool,
+}
+
+/// Why one replica could not serve a read.
+enum ReplicaError {
+    Checksum(ChecksumError),
+    Other(String),
+}
+
+impl KeyReader {
+    pub(crate) fn new(inner: Arc<ClientInner>, key: KeyInfo, verify: bool) -> Result<Self> {
+        let checksum = if key.blocks.is_empty() {
+            Checksummer::new(ChecksumType::None, 1)?
+        } else {
+            Checksummer::from_raw(key.checksum_type, key.bytes_per_checksum)?
+        };
+        Ok(Self {
+            inner,
+            key,
+            checksum,
+            verify,
+        })
+    }
+
+    /// The key's metadata.
+    pub fn info(&self) -> &KeyInfo {
+        &self.key
+    }
+
+    /// Key length.
+    pub fn size(&self) -> u64 {
+        self.key.size
+    }
+
+    /// Whether this stream verifies checksums.
+    pub fn verify_checksum(&self) -> bool {
+        self.verify
+    }
+
+    /// Turns checksum verification on or off for this stream only.
+    pub fn set_verify_checksum(&mut self, verify: bool) {
+        self.verify = verify;
+    }
+
+    fn verifying(&self) -> bool {
+        self.verify && self.checksum.kind() != ChecksumType::None
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count (short
+    /// only at the end of the key; 0 at the end).
+    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let size = self.key.size;
+        if offset > size {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size,
+            });
+        }
+        let len = (buf.len() as u64).min(size - offset) as usize;
+        let mut done = 0usize;
+        let blocks = &self.key.blocks;
+        let mut i = blocks.partition_point(|b| b.offset + b.length <= offset);
+        while done < len {
+            let b = &blocks[i];
+            let pos = offset + done as u64;
+            let in_block = pos - b.offset;
+            let n = ((b.length - in_block) as usize).min(len - done);
+            self.read_block(b, in_block, &mut buf[done..done + n]).await?;
+            done += n;
+            i += 1;
+        }
+        Ok(len)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let size = self.key.size;
+        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > size) {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size,
+            });
+        }
+        self.read_at(offset, buf).await.map(|_| ())
+    }
+
+    fn is_bad(&self, block: &BlockId, dn: &str) -> bool {
+        self.inner
+            .bad
+            .lock()
+            .expect("lock")
+            .contains(&(block.container_id, block.local_id, dn.to_string()))
+    }
+
+    fn replicas<'a>(&'a self, b: &'a KeyBlock, id: &BlockId) -> Vec<&'a DatanodeDetails> {
+        order_replicas(&b.replicas, self.inner.config.node_name.as_deref(), |dn| {
+            self.is_bad(id, dn)
+        })
+    }
+
+    fn account(&self, dn: &DatanodeDetails, bytes: u64) {
+        let local = self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str());
+        let s = &self.inner.stats;
+        if local {
+            s.local_bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            s.remote_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    async fn failed(&self, id: &BlockId, dn: &DatanodeDetails, e: ReplicaError, errors: &mut Vec<String>) {
+        match e {
+            ReplicaError::Checksum(c) => {
+                self.inner.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(block = %id.display(), datanode = %dn.id, "checksum mismatch: {c}");
+                self.inner
+                    .bad
+                    .lock()
+                    .expect("lock")
+                    .insert((id.container_id, id.local_id, dn.id.clone()));
+                self.inner.report_bad(id, &dn.id, &c.to_string()).await;
+                errors.push(format!("{}: {c}", dn.id));
+            }
+            ReplicaError::Other(m) => {
+                tracing::info!(block = %id.display(), datanode = %dn.id, "replica read failed: {m}");
+                errors.push(format!("{}: {m}", dn.id));
+            }
+        }
+        self.inner.stats.failovers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Fills `out` from `len(out)` bytes at `offset` of block `b`.
+    async fn read_block(&self, b: &KeyBlock, offset: u64, out: &mut [u8]) -> Result<()> {
+        let id = b
+            .block
+            .as_ref()
+            .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
+        let mut errors = Vec::new();
+        for dn in self.replicas(b, id) {
+            match self.read_replica(dn, id, offset, out).await {
+                Ok(()) => {
+                    self.account(dn, out.len() as u64);
+                    return Ok(());
+                }
+                Err(e) => self.failed(id, dn, e, &mut errors).await,
+            }
+        }
+        Err(ClientError::AllReplicasFailed {
+            block: id.display(),
+            errors: errors.join("; "),
+        })
+    }
+
+    async fn read_replica(
+        &self,
+        dn: &DatanodeDetails,
+        id: &BlockId,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), ReplicaError> {
+        let mut client = self
+            .inner
+            .pool
+            .get(dn)
+            .map_err(|e| ReplicaError::Other(e.to_string()))?;
+        let max = self.inner.max_read();
+        let mut done = 0usize;
+        while done < out.len() {
+            let n = (out.len() - done).min(max);
+            let pos = offset + done as u64;
+            let r = client
+                .read_chunk(ReadChunkRequest {
+                    block: Some(id.clone()),
+                    offset: pos,
+                    len: n as u64,
+                    with_checksums: self.verifying(),
+                })
+                .await
+                .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
+                .into_inner();
+            self.check_piece(&r, pos, n as u64)?;
+            let skip = (pos - r.data_offset) as usize;
+            out[done..done + n].copy_from_slice(&r.data[skip..skip + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Checks that a piece covers `pos..pos+len` and, when verifying, that
+    /// its checksums match.
+    fn check_piece(&self, r: &ReadChunkResponse, pos: u64, len: u64) -> Result<(), ReplicaError> {
+        let end = r.data_offset + r.data.len() as u64;
+        if r.data_offset > pos || end < pos + len {
+            return Err(ReplicaError::Other(format!(
+                "datanode returned bytes {}..{end} for a read of {pos}..{}",
+                r.data_offset,
+                pos + len
+            )));
+        }
+        if self.verifying() {
+            let cd = r
+                .checksum
+                .as_ref()
+                .ok_or_else(|| ReplicaError::Other("datanode sent no checksums".into()))?;
+            let bpc = self.checksum.bytes_per_checksum() as u64;
+            if cd.r#type != self.checksum.kind() as i32
+                || cd.bytes_per_checksum as u64 != bpc
+                || r.data_offset % bpc != 0
+            {
+                return Err(ReplicaError::Other(
+                    "datanode checksums do not match the key's checksum settings".into(),
+                ));
+            }
+            self.checksum
+                .verify(&r.data, r.data_offset / bpc, &cd.checksums)
+                .map_err(ReplicaError::Checksum)?;
+        }
+        Ok(())
+    }
+
+    /// Streams the whole key into `w` (ReadBlock per block, resuming on the
+    /// next replica after a failure). Returns the bytes written.
+    pub async fn copy_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> Result<u64> {
+        let mut total = 0u64;
+        for b in &self.key.blocks {
+            let id = b
+                .block
+                .as_ref()
+                .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
+            let mut pos = 0u64;
+            let mut errors = Vec::new();
+            for dn in self.replicas(b, id) {
+                let start = pos;
+                match self.stream_replica(dn, id, &mut pos, b.length, w).await {
+                    Ok(()) => {
+                        self.account(dn, pos - start);
+                        break;
+                    }
+                    Err(e) => {
+                        self.account(dn, pos - start);
+                        self.failed(id, dn, e, &mut errors).await
+                    }
+                }
+            }
+            if pos < b.length {
+                return Err(ClientError::AllReplicasFailed {
+                    block: id.display(),
+                    errors: errors.join("; "),
+                });
+            }
+            total += b.length;
+        }
+        w.flush().await?;
+        Ok(total)
+    }
+
+    async fn stream_replica<W: AsyncWrite + Unpin>(
+        &self,
+        dn: &DatanodeDetails,
+        id: &BlockId,
+        pos: &mut u64,
+        end: u64,
+        w: &mut W,
+    ) -> Result<(), ReplicaError> {
+        let other = |s: tonic::Status| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message()));
+        let mut client = self
+            .inner
+            .pool
+            .get(dn)
+            .map_err(|e| ReplicaError::Other(e.to_string()))?;
+        let mut stream = client
+            .read_block(ReadBlockRequest {
+                block: Some(id.clone()),
+                offset: *pos,
+                len: end - *pos,
+                with_checksums: self.verifying(),
+                piece_size: 1 << 20,
+            })
+            .await
+            .map_err(other)?
+            .into_inner();
+        while *pos < end {
+            let r = match stream.next().await {
+                Some(r) => r.map_err(other)?,
+                None => return Err(ReplicaError::Other("stream ended early".into())),
+            };
+            let piece_end = r.data_offset + r.data.len() as u64;
+            let len = piece_end.min(end).saturating_sub(*pos);
+            if len == 0 {
+                return Err(ReplicaError::Other("empty piece".into()));
+            }
+            self.check_piece(&r, *pos, len)?;
+            let skip = (*pos - r.data_offset) as usize;
+            let piece: Bytes = r.data.slice(skip..skip + len as usize);
+            w.write_all(&piece)
+                .await
+                .map_err(|e| ReplicaError::Other(format!("output: {e}")))?;
+            *pos += len;
+        }
+        Ok(())
+    }
+}

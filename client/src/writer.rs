@@ -1,0 +1,312 @@
+//! Writing a key: chunks are checksummed once and sent to every replica of
+//! the current block; a failed datanode is excluded, a fresh block is
+//! allocated and the block's chunks are written again, so a committed key
+//! always has complete, verified replicas.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use ozone_proto::*;
+
+use crate::ClientInner;
+use crate::error::{ClientError, Result};
+
+/// The block being written and the chunks sent to it so far (kept until
+/// the block is committed, to rewrite them elsewhere on failure).
+struct OpenBlock {
+    block: KeyBlock,
+    chunks: Vec<(ChunkInfo, Bytes)>,
+    written: u64,
+}
+
+/// A key being written; visible only after [`close`](KeyWriter::close).
+pub struct KeyWriter {
+    inner: Arc<ClientInner>,
+    path: String,
+    session_id: u64,
+    block_size: u64,
+    buf: BytesMut,
+    current: Option<OpenBlock>,
+    done: Vec<KeyBlock>,
+    exclude: HashSet<String>,
+    attempts: usize,
+    size: u64,
+}
+
+/// A datanode that failed a write, and why.
+struct ReplicaFailure {
+    id: String,
+    status: tonic::Status,
+}
+
+fn fatal(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::InvalidArgument | tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+    )
+}
+
+impl KeyWriter {
+    pub(crate) async fn open(
+        inner: Arc<ClientInner>,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+    ) -> Result<Self> {
+        ozone_common::names::check_resource_name("volume", volume)?;
+        ozone_common::names::check_resource_name("bucket", bucket)?;
+        ozone_common::names::check_key_name(name)?;
+        let cfg = &inner.config;
+        let req = OpenKeyRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+            name: name.into(),
+            replication: cfg.replication as i32,
+            checksum_type: cfg.checksum.kind() as i32,
+            bytes_per_checksum: cfg.checksum.bytes_per_checksum(),
+            client_node: cfg.node_name.clone().unwrap_or_default(),
+        };
+        let r = inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.open_key(req).await }
+            })
+            .await?;
+        Ok(Self {
+            path: format!("/{volume}/{bucket}/{name}"),
+            session_id: r.session_id,
+            block_size: r.block_size.max(1),
+            buf: BytesMut::with_capacity(inner.config.chunk_size as usize),
+            current: None,
+            done: Vec::new(),
+            exclude: HashSet::new(),
+            attempts: 0,
+            size: 0,
+            inner,
+        })
+    }
+
+    /// Bytes accepted so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends data to the key.
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let want = self.next_chunk_len() - self.buf.len();
+            let n = want.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            self.size += n as u64;
+            if self.buf.len() == self.next_chunk_len() {
+                let chunk = self.buf.split().freeze();
+                self.buf.reserve(self.inner.config.chunk_size as usize);
+                self.write_chunk(chunk).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Length of the next chunk: the chunk size, cut at the block's end.
+    fn next_chunk_len(&self) -> usize {
+        let in_block = self.current.as_ref().map_or(0, |b| b.written);
+        (self.block_size - in_block).min(self.inner.config.chunk_size) as usize
+    }
+
+    async fn allocate(&mut self) -> Result<KeyBlock> {
+        self.attempts += 1;
+        let req = AllocateBlockRequest {
+            session_id: self.session_id,
+            exclude_datanodes: self.exclude.iter().cloned().collect(),
+            client_node: self.inner.config.node_name.clone().unwrap_or_default(),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.allocate_block(req).await }
+            })
+            .await?;
+        r.block
+            .ok_or_else(|| ClientError::Unavailable("OM returned no block".into()))
+    }
+
+    async fn write_chunk(&mut self, data: Bytes) -> Result<()> {
+        if self.current.is_none() {
+            let block = self.allocate().await?;
+            self.current = Some(OpenBlock {
+                block,
+                chunks: Vec::new(),
+                written: 0,
+            });
+        }
+        let ck = self.inner.config.checksum;
+        let cur = self.current.as_mut().expect("current block");
+        let info = ChunkInfo {
+            offset: cur.written,
+            len: data.len() as u64,
+            checksum: Some(ChecksumData {
+                r#type: ck.kind() as i32,
+                bytes_per_checksum: ck.bytes_per_checksum(),
+                checksums: ck.compute(&data),
+            }),
+        };
+        cur.written += info.len;
+        cur.chunks.push((info.clone(), data.clone()));
+        let block = cur.block.clone();
+        let full = cur.written == self.block_size;
+        let failures = self.send_chunk(&block, &info, &data).await;
+        if !failures.is_empty() {
+            self.recover(failures).await?;
+        }
+        if full {
+            self.finish_block().await?;
+        }
+        Ok(())
+    }
+
+    async fn send_chunk(&self, block: &KeyBlock, info: &ChunkInfo, data: &Bytes) -> Vec<ReplicaFailure> {
+        let calls = block.replicas.iter().map(|dn| {
+            let req = WriteChunkRequest {
+                block: block.block.clone(),
+                chunk: Some(info.clone()),
+                data: data.clone(),
+            };
+            let client = self.inner.pool.get(dn);
+            async move {
+                let r = match client {
+                    Ok(mut c) => c.write_chunk(req).await.map(|_| ()),
+                    Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+                };
+                r.err().map(|status| ReplicaFailure {
+                    id: dn.id.clone(),
+                    status,
+                })
+            }
+        });
+        join_all(calls).await.into_iter().flatten().collect()
+    }
+
+    /// Excludes the failed datanodes, allocates a fresh block and rewrites
+    /// the current block's chunks there, until one block takes them all.
+    async fn recover(&mut self, mut failures: Vec<ReplicaFailure>) -> Result<()> {
+        loop {
+            if let Some(f) = failures.iter().find(|f| fatal(&f.status)) {
+                return Err(ClientError::from(f.status.clone()));
+            }
+            for f in &failures {
+                tracing::warn!(key = %self.path, datanode = %f.id, "write to datanode failed, excluding it: {}", f.status.message());
+                self.exclude.insert(f.id.clone());
+            }
+            if self.attempts >= self.inner.config.max_block_attempts {
+                return Err(ClientError::WriteFailed {
+                    attempts: self.attempts,
+                    last: failures
+                        .iter()
+                        .map(|f| format!("{}: {}", f.id, f.status.message()))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                });
+            }
+            let block = self.allocate().await?;
+            let cur = self.current.as_mut().expect("current block");
+            cur.block = block.clone();
+            let chunks = cur.chunks.clone();
+            failures.clear();
+            for (info, data) in &chunks {
+                failures = self.send_chunk(&block, info, data).await;
+                if !failures.is_empty() {
+                    break;
+                }
+            }
+            if failures.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Commits the current block on every replica (PutBlock).
+    async fn finish_block(&mut self) -> Result<()> {
+        loop {
+            let Some(cur) = self.current.as_ref() else { return Ok(()) };
+            let data = BlockData {
+                id: cur.block.block.clone(),
+                chunks: cur.chunks.iter().map(|(c, _)| c.clone()).collect(),
+                size: cur.written,
+                committed: false,
+            };
+            let calls = cur.block.replicas.iter().map(|dn| {
+                let req = PutBlockRequest {
+                    block: Some(data.clone()),
+                };
+                let client = self.inner.pool.get(dn);
+                async move {
+                    let r = match client {
+                        Ok(mut c) => c.put_block(req).await.map(|_| ()),
+                        Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+                    };
+                    r.err().map(|status| ReplicaFailure {
+                        id: dn.id.clone(),
+                        status,
+                    })
+                }
+            });
+            let failures: Vec<_> = join_all(calls).await.into_iter().flatten().collect();
+            if failures.is_empty() {
+                let cur = self.current.take().expect("current block");
+                self.done.push(KeyBlock {
+                    length: cur.written,
+                    ..cur.block
+                });
+                return Ok(());
+            }
+            self.recover(failures).await?;
+        }
+    }
+
+    /// Writes what is buffered, commits the last block and makes the key
+    /// visible. Returns the committed key.
+    pub async fn close(mut self) -> Result<KeyInfo> {
+        if !self.buf.is_empty() {
+            let chunk = self.buf.split().freeze();
+            self.write_chunk(chunk).await?;
+        }
+        self.finish_block().await?;
+        let req = CommitKeyRequest {
+            session_id: self.session_id,
+            blocks: self.done.clone(),
+            size: self.size,
+        };
+        let (r, retried) = self
+            .inner
+            .om
+            .call_raw(|mut om| {
+                let req = req.clone();
+                async move { om.commit_key(req).await }
+            })
+            .await;
+        match r {
+            Ok(r) => r
+                .key
+                .ok_or_else(|| ClientError::Unavailable("OM returned no key".into())),
+            Err(s) if retried && s.code() == tonic::Code::NotFound => {
+                // An earlier attempt may have committed before its reply was lost.
+                let (v, b, k) = ozone_common::names::OzonePath::key_path(&self.path)?;
+                let key = self.inner.lookup(&v, &b, &k).await?;
+                let ids: Vec<_> = key.blocks.iter().map(|b| b.block.clone()).collect();
+                let mine: Vec<_> = self.done.iter().map(|b| b.block.clone()).collect();
+                if ids == mine && key.size == self.size {
+                    Ok(key)
+                } else {
+                    Err(ClientError::from(s))
+                }
+            }
+            Err(s) => Err(ClientError::from(s)),
+        }
+    }
+}
