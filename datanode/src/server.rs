@@ -14,7 +14,7 @@ use ozone_proto::{DatanodeDetails, HeartbeatRequest, RegisterDatanodeRequest};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::DatanodeConfig;
 use crate::metrics::Metrics;
@@ -166,7 +166,7 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let grpc_task = tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async move {
                 let _ = srx.wait_for(|s| *s).await;
             })
             .await;

@@ -12,7 +12,7 @@ use ozone_proto::ozone_manager_server::OzoneManagerServer;
 use prometheus_client::registry::Registry as PromRegistry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -155,7 +155,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     let grpc = tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async move {
                 let _ = srx.wait_for(|s| *s).await;
             })
             .await;
