@@ -25,7 +25,11 @@ pub struct DemoArgs {
 /// Runs the demo.
 pub async fn run(args: DemoArgs, conf: Vec<String>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    println!("starting a local cluster (1 OM, {} datanodes) in {}", args.datanodes, dir.path().display());
+    println!(
+        "starting a local cluster (1 OM, {} datanodes) in {}",
+        args.datanodes,
+        dir.path().display()
+    );
     let cluster = LocalCluster::start(LocalSpec {
         dir: dir.path().to_path_buf(),
         datanodes: args.datanodes,
@@ -53,7 +57,9 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
     let writes = (0..args.keys).map(|i| {
         let client = client.clone();
         async move {
-            let mut w = client.create_key("demo", "data", &format!("key-{i}")).await?;
+            let mut w = client
+                .create_key("demo", "data", &format!("key-{i}"))
+                .await?;
             let mut buf = vec![0u8; 1 << 20];
             let mut off = 0;
             while off < size {
@@ -74,7 +80,11 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
     );
     let k = &keys[0];
     let first = &k.blocks[0];
-    let nodes: Vec<&str> = first.replicas.iter().map(|r| r.node_name.as_str()).collect();
+    let nodes: Vec<&str> = first
+        .replicas
+        .iter()
+        .map(|r| r.node_name.as_str())
+        .collect();
     println!(
         "key-0: {} block(s); first block on {} (first replica on the writer's node {node})",
         k.blocks.len(),
@@ -92,7 +102,10 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
             while off < r.size() {
                 let n = r.read_at(off, &mut buf).await?;
                 data::fill(i as u64, off, &mut want[..n]);
-                ensure!(buf[..n] == want[..n], "key-{i}: data differs at offset {off}");
+                ensure!(
+                    buf[..n] == want[..n],
+                    "key-{i}: data differs at offset {off}"
+                );
                 off += n as u64;
             }
             anyhow::Ok(())

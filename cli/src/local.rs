@@ -70,7 +70,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
 }
 
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 impl LocalCluster {
@@ -94,7 +96,8 @@ impl LocalCluster {
         for i in 0..c.spec.datanodes {
             c.start_datanode(i).await?;
         }
-        c.wait_healthy(c.spec.datanodes, Duration::from_secs(30)).await?;
+        c.wait_healthy(c.spec.datanodes, Duration::from_secs(30))
+            .await?;
         let env = format!("OZONE_OM_ADDRESS={}\n", c.om_address());
         let p = c.spec.dir.join("cluster.env");
         std::fs::write(&p, env).map_err(io(&p))?;
@@ -125,7 +128,11 @@ impl LocalCluster {
 
     fn conf_args(&self) -> Vec<String> {
         let mut v = Vec::new();
-        for kv in LOCAL_DEFAULTS.iter().map(|s| s.to_string()).chain(self.spec.conf.iter().cloned()) {
+        for kv in LOCAL_DEFAULTS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.spec.conf.iter().cloned())
+        {
             v.push("--set".to_string());
             v.push(kv);
         }
@@ -150,7 +157,12 @@ impl LocalCluster {
             .map_err(io(&self.spec.exe))
     }
 
-    async fn wait_file(&self, child: &mut Child, file: &Path, what: &str) -> Result<(), LocalError> {
+    async fn wait_file(
+        &self,
+        child: &mut Child,
+        file: &Path,
+        what: &str,
+    ) -> Result<(), LocalError> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !file.exists() {
             if let Ok(Some(status)) = child.try_wait() {
@@ -173,7 +185,12 @@ impl LocalCluster {
     }
 
     fn log_path(&self, name: &str) -> String {
-        self.spec.dir.join("logs").join(format!("{name}.log")).display().to_string()
+        self.spec
+            .dir
+            .join("logs")
+            .join(format!("{name}.log"))
+            .display()
+            .to_string()
     }
 
     /// Starts (or restarts) the OM on its port.
@@ -235,7 +252,11 @@ impl LocalCluster {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(dns) = client.list_datanodes().await
-                && dns.iter().filter(|d| d.state == NodeState::Healthy as i32).count() >= n
+                && dns
+                    .iter()
+                    .filter(|d| d.state == NodeState::Healthy as i32)
+                    .count()
+                    >= n
             {
                 return Ok(());
             }
@@ -280,7 +301,10 @@ impl LocalCluster {
         if let Some(pid) = child.id() {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
         }
-        if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_err()
+        {
             let _ = child.kill().await;
         }
     }

@@ -15,7 +15,11 @@ use ozone_common::names::OzonePath;
 use ozone_proto::{KeyInfo, NodeState};
 
 #[derive(Parser)]
-#[command(name = "ozone", version, about = "Ozone object store: shell, admin and local cluster")]
+#[command(
+    name = "ozone",
+    version,
+    about = "Ozone object store: shell, admin and local cluster"
+)]
 struct Cli {
     /// OM address, host:port.
     #[arg(long, global = true, env = "OZONE_OM_ADDRESS")]
@@ -165,7 +169,10 @@ impl Cli {
         let om = self
             .om
             .clone()
-            .or_else(|| conf.get(ozone_common::config::OM_ADDRESS).map(str::to_string))
+            .or_else(|| {
+                conf.get(ozone_common::config::OM_ADDRESS)
+                    .map(str::to_string)
+            })
             .context("no OM address: pass --om HOST:PORT or set OZONE_OM_ADDRESS")?;
         let mut cfg = ClientConfig::from_conf(&om, &conf)?;
         if self.node.is_some() {
@@ -192,7 +199,11 @@ fn human(n: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{n} B") } else { format!("{v:.1} {}", U[i]) }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
 }
 
 fn print_key(k: &KeyInfo) {
@@ -205,11 +216,14 @@ fn print_key(k: &KeyInfo) {
     println!("key: /{}/{}/{}", k.volume, k.bucket, k.name);
     println!("size: {}", k.size);
     println!("replication: {rep}");
-    println!("checksum: {ck}, {} bytes per checksum", k.bytes_per_checksum);
+    println!(
+        "checksum: {ck}, {} bytes per checksum",
+        k.bytes_per_checksum
+    );
     println!("created_ms: {}", k.created_ms);
     println!("modified_ms: {}", k.modified_ms);
     for b in &k.blocks {
-        let id = b.block.clone().unwrap_or_default();
+        let id = b.block.unwrap_or_default();
         let reps: Vec<String> = b
             .replicas
             .iter()
@@ -324,7 +338,10 @@ async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
         AdminCmd::Datanode {
             cmd: DatanodeCmd::List,
         } => {
-            println!("{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}", "ID", "ADDRESS", "NODE", "STATE", "CAPACITY", "USED");
+            println!(
+                "{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}",
+                "ID", "ADDRESS", "NODE", "STATE", "CAPACITY", "USED"
+            );
             for d in client.list_datanodes().await? {
                 println!(
                     "{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}",

@@ -48,12 +48,19 @@ async fn boundary_sizes_round_trip_bit_exact() {
             assert_eq!(key.blocks.len(), size.div_ceil(BLOCK), "{name}");
             for b in &key.blocks {
                 assert_eq!(b.replicas.len(), 3);
-                assert_eq!(b.replicas[0].node_name, "node1", "first replica on the writer's node");
+                assert_eq!(
+                    b.replicas[0].node_name, "node1",
+                    "first replica on the writer's node"
+                );
             }
             for verify in [true, false] {
                 let r = w.with_verify_checksum(verify);
                 assert_eq!(get(&r, &name, 7_777).await, want, "{name} verify={verify}");
-                assert_eq!(stream(&r, &name).await, want, "{name} verify={verify} stream");
+                assert_eq!(
+                    stream(&r, &name).await,
+                    want,
+                    "{name} verify={verify} stream"
+                );
             }
             // A read across every block boundary at once.
             if size > 2 {
@@ -82,7 +89,11 @@ async fn hundred_mib_key_with_1mib_checksum_windows() {
     assert_eq!(get(&w, "big", 8 << 20).await, want);
     assert_eq!(stream(&w.with_verify_checksum(false), "big").await, want);
     let s = w.stats();
-    assert_eq!(s.local_bytes, 2 * (100 << 20), "reads served by node2's replica");
+    assert_eq!(
+        s.local_bytes,
+        2 * (100 << 20),
+        "reads served by node2's replica"
+    );
     assert_eq!(s.remote_bytes, 0);
     tc.cluster.stop().await;
 }
@@ -100,7 +111,7 @@ async fn corrupt_replica_is_caught_by_verify_and_visible_without() {
     let key = put(&w, "k", &want, 65_536).await;
     let b = &key.blocks[0];
     assert_eq!(b.replicas[0].node_name, "node1");
-    let id = b.block.clone().unwrap();
+    let id = b.block.unwrap();
     let path = block_file(c, 0, &id);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[123_456] ^= 0x5a;
@@ -108,7 +119,11 @@ async fn corrupt_replica_is_caught_by_verify_and_visible_without() {
 
     let raw = client(c, Some("node1"), &[]).with_verify_checksum(false);
     let got = get(&raw, "k", 1 << 20).await;
-    assert_eq!(got[123_456], want[123_456] ^ 0x5a, "verify off returns the replica's bytes");
+    assert_eq!(
+        got[123_456],
+        want[123_456] ^ 0x5a,
+        "verify off returns the replica's bytes"
+    );
     assert_eq!(raw.stats().local_bytes, want.len() as u64);
 
     let verified = client(c, Some("node1"), &[]);
@@ -144,7 +159,11 @@ async fn keys_survive_restart_of_every_process() {
             // Clean stop of every process, by SIGTERM.
             for i in 0..3 {
                 let pid = c.datanode_pid(i).unwrap();
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                )
+                .unwrap();
             }
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             for i in 0..3 {
@@ -161,7 +180,9 @@ async fn keys_survive_restart_of_every_process() {
         for i in 0..3 {
             c.start_datanode(i).await.unwrap();
         }
-        c.wait_healthy(3, std::time::Duration::from_secs(30)).await.unwrap();
+        c.wait_healthy(3, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
         let r = client(c, None, &[]);
         for (i, s) in sizes.iter().enumerate() {
             let name = format!("k{i}");
@@ -172,7 +193,11 @@ async fn keys_survive_restart_of_every_process() {
                 ));
                 continue;
             }
-            assert_eq!(get(&r, &name, 1 << 20).await, data::bytes(i as u64, *s), "{name} round {round}");
+            assert_eq!(
+                get(&r, &name, 1 << 20).await,
+                data::bytes(i as u64, *s),
+                "{name} round {round}"
+            );
         }
     }
     tc.cluster.stop().await;
@@ -186,13 +211,16 @@ async fn delete_removes_block_files() {
     let w = client(c, None, &[]);
     bucket(&w).await;
     let key = put(&w, "gone", &data::bytes(1, 100_000), 100_000).await;
-    let id = key.blocks[0].block.clone().unwrap();
+    let id = key.blocks[0].block.unwrap();
     let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
     assert!(files.iter().all(|f| f.exists()));
     w.delete_key("vol", "bucket", "gone").await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while files.iter().any(|f| f.exists()) {
-        assert!(std::time::Instant::now() < deadline, "block files still present");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "block files still present"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let listed = w.list_keys("vol", "bucket", "").await.unwrap();

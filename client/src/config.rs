@@ -41,7 +41,11 @@ impl ClientConfig {
             why: why.into(),
         };
         if bpc == 0 || bpc > 64 << 20 {
-            return Err(bad(keys::BYTES_PER_CHECKSUM, bpc.to_string(), "must be 1 byte to 64MB"));
+            return Err(bad(
+                keys::BYTES_PER_CHECKSUM,
+                bpc.to_string(),
+                "must be 1 byte to 64MB",
+            ));
         }
         let kind = match conf
             .choice(keys::CHECKSUM_TYPE, "CRC32C", &["CRC32C", "CRC32", "NONE"])?
@@ -56,7 +60,10 @@ impl ClientConfig {
         let chunk = conf.size(keys::CHUNK_SIZE, 4 << 20)?;
         // Chunks hold whole checksum windows.
         let chunk_size = (chunk / bpc).max(1) * bpc;
-        let replication = match conf.choice(keys::REPLICATION, "THREE", &["ONE", "THREE", "1", "3"])?.as_str() {
+        let replication = match conf
+            .choice(keys::REPLICATION, "THREE", &["ONE", "THREE", "1", "3"])?
+            .as_str()
+        {
             "ONE" | "1" => ReplicationFactor::One,
             _ => ReplicationFactor::Three,
         };
@@ -75,7 +82,8 @@ impl ClientConfig {
             chunk_size,
             replication,
             node_name: std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()),
-            om_retry_timeout: conf.duration("ozone.client.om.retry.timeout", Duration::from_secs(60))?,
+            om_retry_timeout: conf
+                .duration("ozone.client.om.retry.timeout", Duration::from_secs(60))?,
             max_message_size,
             max_block_attempts: 8,
         })

@@ -66,7 +66,10 @@ pub(crate) struct ClientInner {
 
 impl ClientInner {
     fn max_read(&self) -> usize {
-        self.config.max_message_size.saturating_sub(1 << 20).clamp(64 << 10, 16 << 20)
+        self.config
+            .max_message_size
+            .saturating_sub(1 << 20)
+            .clamp(64 << 10, 16 << 20)
     }
 
     async fn lookup(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo> {
@@ -88,7 +91,7 @@ impl ClientInner {
 
     async fn report_bad(&self, block: &BlockId, dn: &str, reason: &str) {
         let req = ReportBadReplicaRequest {
-            block: Some(block.clone()),
+            block: Some(*block),
             datanode_id: dn.to_string(),
             reason: reason.to_string(),
         };
@@ -118,7 +121,11 @@ impl Client {
     /// A client for the cluster whose OM is at `config.om_address`
     /// (connections are made on first use).
     pub fn connect(config: ClientConfig) -> Result<Self> {
-        let om = om::Om::new(&config.om_address, config.om_retry_timeout, config.max_message_size)?;
+        let om = om::Om::new(
+            &config.om_address,
+            config.om_retry_timeout,
+            config.max_message_size,
+        )?;
         let verify = config.verify_checksum;
         Ok(Self {
             inner: Arc::new(ClientInner {
@@ -228,7 +235,12 @@ impl Client {
     }
 
     /// Lists keys of a bucket whose names start with `prefix` (all pages).
-    pub async fn list_keys(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
+    pub async fn list_keys(
+        &self,
+        volume: &str,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<KeyInfo>> {
         let mut out: Vec<KeyInfo> = Vec::new();
         loop {
             let req = ListKeysRequest {
@@ -312,7 +324,13 @@ impl Client {
     }
 
     /// Writes a key from a file.
-    pub async fn put_file(&self, volume: &str, bucket: &str, name: &str, path: &Path) -> Result<KeyInfo> {
+    pub async fn put_file(
+        &self,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+        path: &Path,
+    ) -> Result<KeyInfo> {
         let f = tokio::fs::File::open(path).await?;
         self.put_key(volume, bucket, name, f).await
     }
@@ -324,7 +342,13 @@ impl Client {
     }
 
     /// Reads a whole key into a file.
-    pub async fn get_file(&self, volume: &str, bucket: &str, name: &str, path: &Path) -> Result<u64> {
+    pub async fn get_file(
+        &self,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+        path: &Path,
+    ) -> Result<u64> {
         let r = self.open_key(volume, bucket, name).await?;
         let mut f = tokio::fs::File::create(path).await?;
         let n = r.copy_to(&mut f).await?;

@@ -17,8 +17,10 @@ pub struct Om {
 
 /// Whether an OM error may go away by retrying.
 pub fn transient(s: &tonic::Status) -> bool {
-    matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
-        && !s.message().starts_with("cannot place")
+    matches!(
+        s.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    ) && !s.message().starts_with("cannot place")
 }
 
 impl Om {
@@ -40,7 +42,10 @@ impl Om {
     /// Runs `f` against the OM, retrying transient failures with backoff.
     /// Returns the final status and whether an earlier attempt failed
     /// transiently (its effect may have happened).
-    pub async fn call_raw<T, F, Fut>(&self, mut f: F) -> (std::result::Result<T, tonic::Status>, bool)
+    pub async fn call_raw<T, F, Fut>(
+        &self,
+        mut f: F,
+    ) -> (std::result::Result<T, tonic::Status>, bool)
     where
         F: FnMut(OzoneManagerClient<Channel>) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,

@@ -39,7 +39,12 @@ impl Pool {
                     )));
                 }
                 let ch = Endpoint::from_shared(format!("http://{}", dn.address))
-                    .map_err(|e| ClientError::InvalidArgument(format!("datanode address {}: {e}", dn.address)))?
+                    .map_err(|e| {
+                        ClientError::InvalidArgument(format!(
+                            "datanode address {}: {e}",
+                            dn.address
+                        ))
+                    })?
                     .connect_timeout(Duration::from_secs(3))
                     .tcp_nodelay(true)
                     .connect_lazy();

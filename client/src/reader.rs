@@ -107,7 +107,8 @@ impl KeyReader {
             let pos = offset + done as u64;
             let in_block = pos - b.offset;
             let n = ((b.length - in_block) as usize).min(len - done);
-            self.read_block(b, in_block, &mut buf[done..done + n]).await?;
+            self.read_block(b, in_block, &mut buf[done..done + n])
+                .await?;
             done += n;
             i += 1;
         }
@@ -117,7 +118,10 @@ impl KeyReader {
     /// Reads exactly `buf.len()` bytes at `offset`.
     pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let size = self.key.size;
-        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > size) {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > size)
+        {
             return Err(ClientError::OutOfRange {
                 offset,
                 len: buf.len() as u64,
@@ -128,11 +132,11 @@ impl KeyReader {
     }
 
     fn is_bad(&self, block: &BlockId, dn: &str) -> bool {
-        self.inner
-            .bad
-            .lock()
-            .expect("lock")
-            .contains(&(block.container_id, block.local_id, dn.to_string()))
+        self.inner.bad.lock().expect("lock").contains(&(
+            block.container_id,
+            block.local_id,
+            dn.to_string(),
+        ))
     }
 
     fn replicas<'a>(&'a self, b: &'a KeyBlock, id: &BlockId) -> Vec<&'a DatanodeDetails> {
@@ -151,16 +155,25 @@ impl KeyReader {
         }
     }
 
-    async fn failed(&self, id: &BlockId, dn: &DatanodeDetails, e: ReplicaError, errors: &mut Vec<String>) {
+    async fn failed(
+        &self,
+        id: &BlockId,
+        dn: &DatanodeDetails,
+        e: ReplicaError,
+        errors: &mut Vec<String>,
+    ) {
         match e {
             ReplicaError::Checksum(c) => {
-                self.inner.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(block = %id.display(), datanode = %dn.id, "checksum mismatch: {c}");
                 self.inner
-                    .bad
-                    .lock()
-                    .expect("lock")
-                    .insert((id.container_id, id.local_id, dn.id.clone()));
+                    .stats
+                    .checksum_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(block = %id.display(), datanode = %dn.id, "checksum mismatch: {c}");
+                self.inner.bad.lock().expect("lock").insert((
+                    id.container_id,
+                    id.local_id,
+                    dn.id.clone(),
+                ));
                 self.inner.report_bad(id, &dn.id, &c.to_string()).await;
                 errors.push(format!("{}: {c}", dn.id));
             }
@@ -213,7 +226,7 @@ impl KeyReader {
             let pos = offset + done as u64;
             let r = client
                 .read_chunk(ReadChunkRequest {
-                    block: Some(id.clone()),
+                    block: Some(*id),
                     offset: pos,
                     len: n as u64,
                     with_checksums: self.verifying(),
@@ -248,7 +261,7 @@ impl KeyReader {
             let bpc = self.checksum.bytes_per_checksum() as u64;
             if cd.r#type != self.checksum.kind() as i32
                 || cd.bytes_per_checksum as u64 != bpc
-                || r.data_offset % bpc != 0
+                || !r.data_offset.is_multiple_of(bpc)
             {
                 return Err(ReplicaError::Other(
                     "datanode checksums do not match the key's checksum settings".into(),
@@ -305,7 +318,8 @@ impl KeyReader {
         end: u64,
         w: &mut W,
     ) -> Result<(), ReplicaError> {
-        let other = |s: tonic::Status| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message()));
+        let other =
+            |s: tonic::Status| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message()));
         let mut client = self
             .inner
             .pool
@@ -313,7 +327,7 @@ impl KeyReader {
             .map_err(|e| ReplicaError::Other(e.to_string()))?;
         let mut stream = client
             .read_block(ReadBlockRequest {
-                block: Some(id.clone()),
+                block: Some(*id),
                 offset: *pos,
                 len: end - *pos,
                 with_checksums: self.verifying(),

@@ -170,10 +170,15 @@ impl KeyWriter {
         Ok(())
     }
 
-    async fn send_chunk(&self, block: &KeyBlock, info: &ChunkInfo, data: &Bytes) -> Vec<ReplicaFailure> {
+    async fn send_chunk(
+        &self,
+        block: &KeyBlock,
+        info: &ChunkInfo,
+        data: &Bytes,
+    ) -> Vec<ReplicaFailure> {
         let calls = block.replicas.iter().map(|dn| {
             let req = WriteChunkRequest {
-                block: block.block.clone(),
+                block: block.block,
                 chunk: Some(info.clone()),
                 data: data.clone(),
             };
@@ -233,9 +238,11 @@ impl KeyWriter {
     /// Commits the current block on every replica (PutBlock).
     async fn finish_block(&mut self) -> Result<()> {
         loop {
-            let Some(cur) = self.current.as_ref() else { return Ok(()) };
+            let Some(cur) = self.current.as_ref() else {
+                return Ok(());
+            };
             let data = BlockData {
-                id: cur.block.block.clone(),
+                id: cur.block.block,
                 chunks: cur.chunks.iter().map(|(c, _)| c.clone()).collect(),
                 size: cur.written,
                 committed: false,
@@ -298,8 +305,8 @@ impl KeyWriter {
                 // An earlier attempt may have committed before its reply was lost.
                 let (v, b, k) = ozone_common::names::OzonePath::key_path(&self.path)?;
                 let key = self.inner.lookup(&v, &b, &k).await?;
-                let ids: Vec<_> = key.blocks.iter().map(|b| b.block.clone()).collect();
-                let mine: Vec<_> = self.done.iter().map(|b| b.block.clone()).collect();
+                let ids: Vec<_> = key.blocks.iter().map(|b| b.block).collect();
+                let mine: Vec<_> = self.done.iter().map(|b| b.block).collect();
                 if ids == mine && key.size == self.size {
                     Ok(key)
                 } else {

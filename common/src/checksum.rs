@@ -16,7 +16,9 @@ pub enum ChecksumError {
     BadWindow(u32),
     #[error("unsupported checksum type {0}")]
     BadType(i32),
-    #[error("checksum mismatch in window {window} (bytes {offset}..{end}): expected {expected:#010x}, computed {actual:#010x}")]
+    #[error(
+        "checksum mismatch in window {window} (bytes {offset}..{end}): expected {expected:#010x}, computed {actual:#010x}"
+    )]
     Mismatch {
         window: u64,
         offset: u64,
@@ -25,7 +27,11 @@ pub enum ChecksumError {
         actual: u32,
     },
     #[error("expected {expected} checksums for {len} bytes, got {got}")]
-    Count { expected: usize, got: usize, len: u64 },
+    Count {
+        expected: usize,
+        got: usize,
+        len: u64,
+    },
 }
 
 /// The checksum algorithm and window size of a key or block.
@@ -171,8 +177,19 @@ mod tests {
         let mut bad = *data;
         bad[5] ^= 1;
         let err = c.verify(&bad, 0, &sums).unwrap_err();
-        assert!(matches!(err, ChecksumError::Mismatch { window: 1, offset: 4, end: 8, .. }));
-        assert!(matches!(c.verify(data, 0, &sums[..2]), Err(ChecksumError::Count { .. })));
+        assert!(matches!(
+            err,
+            ChecksumError::Mismatch {
+                window: 1,
+                offset: 4,
+                end: 8,
+                ..
+            }
+        ));
+        assert!(matches!(
+            c.verify(data, 0, &sums[..2]),
+            Err(ChecksumError::Count { .. })
+        ));
     }
 
     #[test]

@@ -179,7 +179,11 @@ impl Conf {
                 if allowed.contains(&up.as_str()) {
                     Ok(up)
                 } else {
-                    Err(Self::err(key, v, format!("expected one of {}", allowed.join(", "))))
+                    Err(Self::err(
+                        key,
+                        v,
+                        format!("expected one of {}", allowed.join(", ")),
+                    ))
                 }
             }
         }
@@ -231,7 +235,10 @@ mod tests {
         .unwrap();
         assert!(!c.bool(VERIFY_CHECKSUM, true).unwrap());
         assert_eq!(c.size(CHUNK_SIZE, 0).unwrap(), 4 << 20);
-        assert_eq!(c.duration("x", Duration::ZERO).unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            c.duration("x", Duration::ZERO).unwrap(),
+            Duration::from_millis(500)
+        );
         assert_eq!(c.size("missing", 7).unwrap(), 7);
         assert!(Conf::parse("novalue\n", "t").is_err());
         let mut c = Conf::new();

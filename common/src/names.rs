@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn paths() {
         let (v, b, k) = OzonePath::key_path("/vol1/bucket-a/dir/file.txt").unwrap();
-        assert_eq!((v.as_str(), b.as_str(), k.as_str()), ("vol1", "bucket-a", "dir/file.txt"));
+        assert_eq!(
+            (v.as_str(), b.as_str(), k.as_str()),
+            ("vol1", "bucket-a", "dir/file.txt")
+        );
         assert_eq!(
             OzonePath::bucket_path("/vol1/b12").unwrap(),
             ("vol1".into(), "b12".into())

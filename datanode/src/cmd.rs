@@ -80,7 +80,10 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
         let tmp = p.with_extension("tmp");
         std::fs::write(
             &tmp,
-            format!("grpc={} http={} id={}\n", handle.grpc_addr, handle.http_addr, handle.id),
+            format!(
+                "grpc={} http={} id={}\n",
+                handle.grpc_addr, handle.http_addr, handle.id
+            ),
         )?;
         std::fs::rename(&tmp, p)?;
     }

@@ -40,7 +40,12 @@ pub struct DatanodeConfig {
 impl DatanodeConfig {
     /// Settings for a datanode rooted at `dir` (data in `dir/data`, metadata
     /// in `dir/meta`), on loopback with free ports, other values from `conf`.
-    pub fn for_dir(dir: &Path, om_address: &str, node_name: &str, conf: &Conf) -> Result<Self, ConfigError> {
+    pub fn for_dir(
+        dir: &Path,
+        om_address: &str,
+        node_name: &str,
+        conf: &Conf,
+    ) -> Result<Self, ConfigError> {
         Ok(Self {
             data_dirs: vec![dir.join("data")],
             metadata_dir: dir.join("meta"),
@@ -58,10 +63,13 @@ impl DatanodeConfig {
 
 /// The node name: `NODE_NAME`, else the host name.
 pub fn default_node_name() -> String {
-    std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
-        nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into())
-    })
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".into())
+        })
 }

@@ -37,15 +37,31 @@ impl Metrics {
     pub fn register(&self, reg: &mut Registry) {
         let r = reg.sub_registry_with_prefix("ozone_datanode");
         r.register("ops", "Requests by operation", self.ops.clone());
-        r.register("errors", "Failed requests by operation", self.errors.clone());
-        r.register("written_bytes", "Bytes received by WriteChunk", self.bytes_written.clone());
+        r.register(
+            "errors",
+            "Failed requests by operation",
+            self.errors.clone(),
+        );
+        r.register(
+            "written_bytes",
+            "Bytes received by WriteChunk",
+            self.bytes_written.clone(),
+        );
         r.register("read_bytes", "Bytes sent by reads", self.bytes_read.clone());
         r.register(
             "write_checksum_failures",
             "WriteChunk calls refused for a checksum mismatch",
             self.write_checksum_failures.clone(),
         );
-        r.register("blocks_deleted", "Blocks deleted", self.blocks_deleted.clone());
-        r.register("used_bytes", "Bytes in committed blocks", self.used_bytes.clone());
+        r.register(
+            "blocks_deleted",
+            "Blocks deleted",
+            self.blocks_deleted.clone(),
+        );
+        r.register(
+            "used_bytes",
+            "Bytes in committed blocks",
+            self.used_bytes.clone(),
+        );
     }
 }

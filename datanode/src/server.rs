@@ -157,7 +157,9 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         .connect_lazy();
 
     let (shutdown, rx) = watch::channel(false);
-    let max_read = (cfg.max_message_size as u64).saturating_sub(64 << 10).max(1 << 20);
+    let max_read = (cfg.max_message_size as u64)
+        .saturating_sub(64 << 10)
+        .max(1 << 20);
     let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read);
     let server = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
@@ -166,9 +168,12 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let grpc_task = tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async move {
-                let _ = srx.wait_for(|s| *s).await;
-            })
+            .serve_with_incoming_shutdown(
+                TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async move {
+                    let _ = srx.wait_for(|s| *s).await;
+                },
+            )
             .await;
         if let Err(e) = r {
             tracing::error!("datanode gRPC server failed: {e}");

@@ -116,7 +116,9 @@ impl Datanode for DatanodeService {
             .into_inner()
             .block
             .ok_or_else(|| Status::invalid_argument("missing block data"))?;
-        let size = self.blocking("PutBlock", move |s| s.put_block(&block)).await?;
+        let size = self
+            .blocking("PutBlock", move |s| s.put_block(&block))
+            .await?;
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
         Ok(Response::new(PutBlockResponse {
             committed_size: size,
@@ -169,11 +171,9 @@ impl Datanode for DatanodeService {
         let r = req.into_inner();
         let id = need_block(r.block)?;
         let store = self.store.clone();
-        let b = {
-            let id = id.clone();
-            self.blocking("ReadBlock", move |s| s.committed_block(&id))
-                .await?
-        };
+        let b = self
+            .blocking("ReadBlock", move |s| s.committed_block(&id))
+            .await?;
         let size = b.size();
         let end = r
             .offset
@@ -203,7 +203,7 @@ impl Datanode for DatanodeService {
                 } else {
                     (pos + piece).min(end)
                 };
-                let (s, id2, with) = (store.clone(), id.clone(), r.with_checksums);
+                let (s, id2, with) = (store.clone(), id, r.with_checksums);
                 let res = tokio::task::spawn_blocking(move || s.read(&id2, pos, stop - pos, with))
                     .await
                     .map_err(|e| Status::internal(e.to_string()))

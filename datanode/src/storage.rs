@@ -120,7 +120,10 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
     let invalid = |m: String| StorageError::Invalid(m);
     let Some(first) = block.chunks.first() else {
         if block.size != 0 {
-            return Err(invalid(format!("block of {} bytes has no chunks", block.size)));
+            return Err(invalid(format!(
+                "block of {} bytes has no chunks",
+                block.size
+            )));
         }
         return Ok((
             Checksummer::new(ozone_proto::ChecksumType::None, 1).expect("valid"),
@@ -146,7 +149,9 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
             .as_ref()
             .ok_or_else(|| invalid(format!("chunk {i} has no checksum data")))?;
         if cd.r#type != ck.kind() as i32 || cd.bytes_per_checksum != ck.bytes_per_checksum() {
-            return Err(invalid(format!("chunk {i} uses another checksum type or window")));
+            return Err(invalid(format!(
+                "chunk {i} uses another checksum type or window"
+            )));
         }
         if i + 1 < block.chunks.len() && c.len % ck.bytes_per_checksum() as u64 != 0 {
             return Err(invalid(format!(
@@ -234,7 +239,7 @@ impl BlockStore {
     /// Capacity of the first data directory's file system.
     pub fn capacity_bytes(&self) -> u64 {
         nix::sys::statvfs::statvfs(&self.data_dirs[0])
-            .map(|s| s.blocks() as u64 * s.fragment_size() as u64)
+            .map(|s| s.blocks() * s.fragment_size())
             .unwrap_or(0)
     }
 
@@ -305,21 +310,29 @@ impl BlockStore {
             .as_ref()
             .ok_or_else(|| StorageError::Invalid("chunk without checksum data".into()))?;
         let ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
-        if chunk.offset % ck.bytes_per_checksum() as u64 != 0 {
+        if !chunk.offset.is_multiple_of(ck.bytes_per_checksum() as u64) {
             return Err(StorageError::Invalid(format!(
                 "chunk offset {} is not aligned to the {}-byte checksum window",
                 chunk.offset,
                 ck.bytes_per_checksum()
             )));
         }
-        if chunk.offset.checked_add(chunk.len).is_none_or(|e| e > MAX_BLOCK_SIZE) {
+        if chunk
+            .offset
+            .checked_add(chunk.len)
+            .is_none_or(|e| e > MAX_BLOCK_SIZE)
+        {
             return Err(StorageError::Invalid(format!(
                 "chunk {}+{} ends past the largest block size {MAX_BLOCK_SIZE}",
                 chunk.offset, chunk.len
             )));
         }
         if verify {
-            ck.verify(data, chunk.offset / ck.bytes_per_checksum() as u64, &cd.checksums)?;
+            ck.verify(
+                data,
+                chunk.offset / ck.bytes_per_checksum() as u64,
+                &cd.checksums,
+            )?;
         } else if cd.checksums.len() != ck.windows(chunk.len) {
             return Err(StorageError::Invalid("wrong number of checksums".into()));
         }
@@ -406,10 +419,7 @@ impl BlockStore {
             path: open.path.clone(),
             file,
         });
-        self.committed
-            .write()
-            .expect("lock")
-            .insert(key, committed);
+        self.committed.write().expect("lock").insert(key, committed);
         Ok(block.size)
     }
 
@@ -505,7 +515,8 @@ impl BlockStore {
             }
         }
         txn.commit().map_err(meta_err)?;
-        self.used.fetch_sub(freed.min(self.used_bytes()), Ordering::Relaxed);
+        self.used
+            .fetch_sub(freed.min(self.used_bytes()), Ordering::Relaxed);
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let key = key_of(id);
@@ -517,7 +528,7 @@ impl BlockStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_err(&path)(e)),
             }
-            out.push(id.clone());
+            out.push(*id);
         }
         Ok(out)
     }
@@ -569,7 +580,7 @@ mod tests {
             ));
             s.write_chunk(&id, &c2, &data[16..], true).unwrap();
             let bd = BlockData {
-                id: Some(id.clone()),
+                id: Some(id),
                 chunks: vec![c1, c2],
                 size: 40,
                 committed: false,
@@ -618,7 +629,7 @@ mod tests {
         let c1 = chunk(&ck, 0, b"abcd");
         s.write_chunk(&id, &c1, b"abcd", true).unwrap();
         let missing = BlockData {
-            id: Some(id.clone()),
+            id: Some(id),
             chunks: vec![c1.clone(), chunk(&ck, 4, b"efgh")],
             size: 8,
             committed: false,
@@ -626,12 +637,15 @@ mod tests {
         let e = s.put_block(&missing).unwrap_err().to_string();
         assert!(e.contains("never written"), "{e}");
         let wrong_size = BlockData {
-            id: Some(id.clone()),
+            id: Some(id),
             chunks: vec![c1],
             size: 5,
             committed: false,
         };
-        assert!(matches!(s.put_block(&wrong_size), Err(StorageError::Invalid(_))));
+        assert!(matches!(
+            s.put_block(&wrong_size),
+            Err(StorageError::Invalid(_))
+        ));
         let unaligned = ChunkInfo {
             offset: 2,
             ..chunk(&ck, 2, b"zz")

@@ -46,7 +46,10 @@ pub async fn run(args: OmArgs) -> anyhow::Result<()> {
     let mut handle = crate::server::start(cfg).await?;
     if let Some(p) = &args.ready_file {
         let tmp = p.with_extension("tmp");
-        std::fs::write(&tmp, format!("grpc={} http={}\n", handle.grpc_addr, handle.http_addr))?;
+        std::fs::write(
+            &tmp,
+            format!("grpc={} http={}\n", handle.grpc_addr, handle.http_addr),
+        )?;
         std::fs::rename(&tmp, p)?;
     }
     let stop = handle.shutdown_sender();

@@ -32,7 +32,9 @@ pub async fn run(
             _ = stop.wait_for(|s| *s) => return,
         }
         let s = store.clone();
-        let Ok(Ok(dns)) = tokio::task::spawn_blocking(move || s.datanodes_with_pending_deletes()).await else {
+        let Ok(Ok(dns)) =
+            tokio::task::spawn_blocking(move || s.datanodes_with_pending_deletes()).await
+        else {
             continue;
         };
         for dn in dns {
@@ -42,7 +44,9 @@ pub async fn run(
             }
             let s = store.clone();
             let id = dn.clone();
-            let Ok(Ok(blocks)) = tokio::task::spawn_blocking(move || s.pending_deletes(&id, BATCH)).await else {
+            let Ok(Ok(blocks)) =
+                tokio::task::spawn_blocking(move || s.pending_deletes(&id, BATCH)).await
+            else {
                 continue;
             };
             let ch = match channels.get(&d.address) {
@@ -68,7 +72,8 @@ pub async fn run(
                     metrics.replicas_deleted.inc_by(deleted.len() as u64);
                     tracing::debug!(datanode = %dn, count = deleted.len(), "blocks deleted");
                     let s = store.clone();
-                    let _ = tokio::task::spawn_blocking(move || s.confirm_deletes(&dn, &deleted)).await;
+                    let _ =
+                        tokio::task::spawn_blocking(move || s.confirm_deletes(&dn, &deleted)).await;
                 }
                 Err(e) => {
                     tracing::warn!(datanode = %dn, "DeleteBlocks failed: {}", e.message());

@@ -35,8 +35,16 @@ impl Metrics {
         let r = reg.sub_registry_with_prefix("ozone_om");
         r.register("ops", "Requests by method", self.ops.clone());
         r.register("errors", "Failed requests by method", self.errors.clone());
-        r.register("keys_committed", "Keys committed", self.keys_committed.clone());
-        r.register("blocks_allocated", "Blocks allocated", self.blocks_allocated.clone());
+        r.register(
+            "keys_committed",
+            "Keys committed",
+            self.keys_committed.clone(),
+        );
+        r.register(
+            "blocks_allocated",
+            "Blocks allocated",
+            self.blocks_allocated.clone(),
+        );
         r.register(
             "bad_replicas_reported",
             "Bad replicas reported by clients",

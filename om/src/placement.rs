@@ -44,7 +44,10 @@ pub fn choose(
     exclude: &HashSet<String>,
     rng: &mut impl Rng,
 ) -> Result<Vec<Candidate>, PlacementError> {
-    let mut pool: Vec<&Candidate> = healthy.iter().filter(|c| !exclude.contains(&c.id)).collect();
+    let mut pool: Vec<&Candidate> = healthy
+        .iter()
+        .filter(|c| !exclude.contains(&c.id))
+        .collect();
     pool.shuffle(rng);
     let distinct: HashSet<&str> = pool.iter().map(|c| c.node_name.as_str()).collect();
     if distinct.len() < count {
@@ -71,7 +74,11 @@ pub fn choose(
         // Power of two choices: the less used of two random candidates.
         let a = rest[rng.random_range(0..rest.len())];
         let b = rest[rng.random_range(0..rest.len())];
-        chosen.push(if b.used < a.used { (*b).clone() } else { (*a).clone() });
+        chosen.push(if b.used < a.used {
+            (*b).clone()
+        } else {
+            (*a).clone()
+        });
     }
     Ok(chosen)
 }
@@ -118,6 +125,11 @@ mod tests {
         let mut same = nodes(3);
         same[2].node_name = "node1".into();
         assert!(choose(&same, 3, None, &HashSet::new(), &mut rng).is_err());
-        assert_eq!(choose(&same, 2, None, &HashSet::new(), &mut rng).unwrap().len(), 2);
+        assert_eq!(
+            choose(&same, 2, None, &HashSet::new(), &mut rng)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 }

@@ -77,7 +77,10 @@ impl Registry {
     /// Every datanode seen since this OM started.
     pub fn all(&self) -> Vec<DatanodeDetails> {
         let nodes = self.nodes.lock().expect("lock");
-        let mut v: Vec<_> = nodes.values().map(|(dn, at)| self.with_state(dn, *at)).collect();
+        let mut v: Vec<_> = nodes
+            .values()
+            .map(|(dn, at)| self.with_state(dn, *at))
+            .collect();
         v.sort_by(|a, b| a.node_name.cmp(&b.node_name).then(a.id.cmp(&b.id)));
         v
     }

@@ -51,8 +51,10 @@ impl OmConfig {
             block_size: conf.size(keys::BLOCK_SIZE, 256 << 20)?,
             stale_after: conf.duration(keys::STALE_NODE_INTERVAL, Duration::from_secs(30))?,
             dead_after: conf.duration(keys::DEAD_NODE_INTERVAL, Duration::from_secs(90))?,
-            deletion_interval: conf
-                .duration("ozone.block.deleting.service.interval", Duration::from_secs(1))?,
+            deletion_interval: conf.duration(
+                "ozone.block.deleting.service.interval",
+                Duration::from_secs(1),
+            )?,
             max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
         })
     }
@@ -105,7 +107,9 @@ impl OmHandle {
 /// Starts the OM.
 pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     if cfg.block_size == 0 {
-        return Err(StartError::Invalid("ozone.scm.block.size must be positive".into()));
+        return Err(StartError::Invalid(
+            "ozone.scm.block.size must be positive".into(),
+        ));
     }
     let path = cfg.metadata_dir.join("om.redb");
     let store = tokio::task::spawn_blocking(move || OmStore::open(&path))
@@ -155,9 +159,12 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     let grpc = tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
             .add_service(server)
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async move {
-                let _ = srx.wait_for(|s| *s).await;
-            })
+            .serve_with_incoming_shutdown(
+                TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async move {
+                    let _ = srx.wait_for(|s| *s).await;
+                },
+            )
             .await;
         if let Err(e) = r {
             tracing::error!("OM gRPC server failed: {e}");

@@ -139,7 +139,9 @@ impl OzoneManager for OmService {
         check_resource_name("volume", &r.volume).map_err(invalid)?;
         check_resource_name("bucket", &r.name).map_err(invalid)?;
         let b = self
-            .run("CreateBucket", move |s| s.create_bucket(&r.volume, &r.name, now_ms()))
+            .run("CreateBucket", move |s| {
+                s.create_bucket(&r.volume, &r.name, now_ms())
+            })
             .await?;
         Ok(Response::new(CreateBucketResponse { bucket: Some(b) }))
     }
@@ -164,11 +166,9 @@ impl OzoneManager for OmService {
             Ok(f) => f,
             Err(_) => return Err(invalid(format!("unknown replication {}", r.replication))),
         };
-        let ck = ozone_common::checksum::Checksummer::from_raw(
-            r.checksum_type,
-            r.bytes_per_checksum,
-        )
-        .map_err(invalid)?;
+        let ck =
+            ozone_common::checksum::Checksummer::from_raw(r.checksum_type, r.bytes_per_checksum)
+                .map_err(invalid)?;
         if ck.bytes_per_checksum() as u64 > self.settings.block_size {
             return Err(invalid(format!(
                 "bytes per checksum {} exceeds the block size {}",
@@ -202,7 +202,11 @@ impl OzoneManager for OmService {
             let id = r.session_id;
             self.run("AllocateBlock", move |s| s.session(id)).await?
         };
-        let count = if session.replication == ReplicationFactor::One as i32 { 1 } else { 3 };
+        let count = if session.replication == ReplicationFactor::One as i32 {
+            1
+        } else {
+            3
+        };
         let exclude: HashSet<String> = r.exclude_datanodes.into_iter().collect();
         let chosen = placement::choose(
             &self.registry.healthy(),
@@ -214,7 +218,9 @@ impl OzoneManager for OmService {
         .map_err(|e| Status::unavailable(e.to_string()))?;
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
         let sid = r.session_id;
-        let mut block = self.run("AllocateBlock", move |s| s.allocate_block(sid, &ids)).await?;
+        let mut block = self
+            .run("AllocateBlock", move |s| s.allocate_block(sid, &ids))
+            .await?;
         for rep in &mut block.replicas {
             if let Some(d) = self.registry.get(&rep.id) {
                 *rep = d;
@@ -230,7 +236,9 @@ impl OzoneManager for OmService {
     ) -> Result<Response<CommitKeyResponse>, Status> {
         let r = req.into_inner();
         let mut key = self
-            .run("CommitKey", move |s| s.commit_key(r.session_id, &r.blocks, r.size, now_ms()))
+            .run("CommitKey", move |s| {
+                s.commit_key(r.session_id, &r.blocks, r.size, now_ms())
+            })
             .await?;
         self.metrics.keys_committed.inc();
         let stored = self.store.datanodes().map_err(Status::from)?;
@@ -278,8 +286,10 @@ impl OzoneManager for OmService {
         req: Request<DeleteKeyRequest>,
     ) -> Result<Response<DeleteKeyResponse>, Status> {
         let r = req.into_inner();
-        self.run("DeleteKey", move |s| s.delete_key(&r.volume, &r.bucket, &r.name))
-            .await?;
+        self.run("DeleteKey", move |s| {
+            s.delete_key(&r.volume, &r.bucket, &r.name)
+        })
+        .await?;
         Ok(Response::new(DeleteKeyResponse {}))
     }
 
@@ -310,7 +320,10 @@ impl OzoneManager for OmService {
         req: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
         let r = req.into_inner();
-        self.metrics.ops.get_or_create(&OpLabel { op: "Heartbeat" }).inc();
+        self.metrics
+            .ops
+            .get_or_create(&OpLabel { op: "Heartbeat" })
+            .inc();
         let known = self.registry.heartbeat(&r.id, r.capacity, r.used);
         Ok(Response::new(HeartbeatResponse { reregister: !known }))
     }

@@ -101,7 +101,8 @@ impl OmStore {
             if t.get(name).map_err(meta)?.is_some() {
                 return Err(OmError::AlreadyExists(format!("volume /{name}")));
             }
-            t.insert(name, info.encode_to_vec().as_slice()).map_err(meta)?;
+            t.insert(name, info.encode_to_vec().as_slice())
+                .map_err(meta)?;
         }
         txn.commit().map_err(meta)?;
         Ok(info)
@@ -127,7 +128,13 @@ impl OmStore {
             created_ms: now,
         };
         {
-            if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+            if txn
+                .open_table(VOLUMES)
+                .map_err(meta)?
+                .get(volume)
+                .map_err(meta)?
+                .is_none()
+            {
                 return Err(OmError::NotFound(format!("volume /{volume}")));
             }
             let mut t = txn.open_table(BUCKETS).map_err(meta)?;
@@ -135,7 +142,8 @@ impl OmStore {
             if t.get(k.as_str()).map_err(meta)?.is_some() {
                 return Err(OmError::AlreadyExists(format!("bucket /{k}")));
             }
-            t.insert(k.as_str(), info.encode_to_vec().as_slice()).map_err(meta)?;
+            t.insert(k.as_str(), info.encode_to_vec().as_slice())
+                .map_err(meta)?;
         }
         txn.commit().map_err(meta)?;
         Ok(info)
@@ -144,7 +152,13 @@ impl OmStore {
     /// Buckets of a volume.
     pub fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>, OmError> {
         let txn = self.db.begin_read().map_err(meta)?;
-        if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+        if txn
+            .open_table(VOLUMES)
+            .map_err(meta)?
+            .get(volume)
+            .map_err(meta)?
+            .is_none()
+        {
             return Err(OmError::NotFound(format!("volume /{volume}")));
         }
         let t = txn.open_table(BUCKETS).map_err(meta)?;
@@ -157,12 +171,28 @@ impl OmStore {
         Ok(out)
     }
 
-    fn check_bucket(txn: &redb::ReadTransaction, volume: &str, bucket: &str) -> Result<(), OmError> {
-        if txn.open_table(VOLUMES).map_err(meta)?.get(volume).map_err(meta)?.is_none() {
+    fn check_bucket(
+        txn: &redb::ReadTransaction,
+        volume: &str,
+        bucket: &str,
+    ) -> Result<(), OmError> {
+        if txn
+            .open_table(VOLUMES)
+            .map_err(meta)?
+            .get(volume)
+            .map_err(meta)?
+            .is_none()
+        {
             return Err(OmError::NotFound(format!("volume /{volume}")));
         }
         let k = bucket_key(volume, bucket);
-        if txn.open_table(BUCKETS).map_err(meta)?.get(k.as_str()).map_err(meta)?.is_none() {
+        if txn
+            .open_table(BUCKETS)
+            .map_err(meta)?
+            .get(k.as_str())
+            .map_err(meta)?
+            .is_none()
+        {
             return Err(OmError::NotFound(format!("bucket /{k}")));
         }
         Ok(())
@@ -170,7 +200,12 @@ impl OmStore {
 
     fn next(txn: &redb::WriteTransaction, counter: &str) -> Result<u64, OmError> {
         let mut t = txn.open_table(COUNTERS).map_err(meta)?;
-        let n = t.get(counter).map_err(meta)?.map(|v| v.value()).unwrap_or(0) + 1;
+        let n = t
+            .get(counter)
+            .map_err(meta)?
+            .map(|v| v.value())
+            .unwrap_or(0)
+            + 1;
         t.insert(counter, n).map_err(meta)?;
         Ok(n)
     }
@@ -246,7 +281,8 @@ impl OmStore {
                 replicas: replicas.iter().map(|r| id_only(r)).collect(),
             };
             session.blocks.push(block.clone());
-            open.insert(id, session.encode_to_vec().as_slice()).map_err(meta)?;
+            open.insert(id, session.encode_to_vec().as_slice())
+                .map_err(meta)?;
             block
         };
         txn.commit().map_err(meta)?;
@@ -269,7 +305,13 @@ impl OmStore {
     /// must be blocks allocated to the session, with their final lengths)
     /// in one transaction. A previous key of that name and the session's
     /// unused blocks are queued for deletion.
-    pub fn commit_key(&self, id: u64, blocks: &[KeyBlock], size: u64, now: u64) -> Result<KeyInfo, OmError> {
+    pub fn commit_key(
+        &self,
+        id: u64,
+        blocks: &[KeyBlock],
+        size: u64,
+        now: u64,
+    ) -> Result<KeyInfo, OmError> {
         let txn = self.db.begin_write().map_err(meta)?;
         let key = {
             let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
@@ -284,17 +326,27 @@ impl OmStore {
                     .block
                     .as_ref()
                     .ok_or_else(|| OmError::Invalid("commit lists a block without id".into()))?;
-                let Some(alloc) = session.blocks.iter().find(|a| a.block.as_ref() == Some(bid)) else {
+                let Some(alloc) = session
+                    .blocks
+                    .iter()
+                    .find(|a| a.block.as_ref() == Some(bid))
+                else {
                     return Err(OmError::Invalid(format!(
                         "block {} was not allocated to this key",
                         bid.display()
                     )));
                 };
-                if committed.iter().any(|c: &KeyBlock| c.block.as_ref() == Some(bid)) {
-                    return Err(OmError::Invalid(format!("block {} listed twice", bid.display())));
+                if committed
+                    .iter()
+                    .any(|c: &KeyBlock| c.block.as_ref() == Some(bid))
+                {
+                    return Err(OmError::Invalid(format!(
+                        "block {} listed twice",
+                        bid.display()
+                    )));
                 }
                 committed.push(KeyBlock {
-                    block: Some(bid.clone()),
+                    block: Some(*bid),
                     offset,
                     length: b.length,
                     replicas: alloc.replicas.clone(),
@@ -332,7 +384,8 @@ impl OmStore {
                 blocks: committed,
                 ..session
             };
-            keys.insert(kk.as_str(), key.encode_to_vec().as_slice()).map_err(meta)?;
+            keys.insert(kk.as_str(), key.encode_to_vec().as_slice())
+                .map_err(meta)?;
             key
         };
         txn.commit().map_err(meta)?;
@@ -344,7 +397,12 @@ impl OmStore {
         let txn = self.db.begin_read().map_err(meta)?;
         Self::check_bucket(&txn, volume, bucket)?;
         let kk = key_key(volume, bucket, name);
-        match txn.open_table(KEYS).map_err(meta)?.get(kk.as_str()).map_err(meta)? {
+        match txn
+            .open_table(KEYS)
+            .map_err(meta)?
+            .get(kk.as_str())
+            .map_err(meta)?
+        {
             Some(v) => decode(v.value()),
             None => Err(OmError::NotFound(format!("key /{kk}"))),
         }
@@ -367,7 +425,9 @@ impl OmStore {
         let mut out = Vec::new();
         for row in t.range(lo.as_str()..).map_err(meta)? {
             let (k, v) = row.map_err(meta)?;
-            let Some(name) = k.value().strip_prefix(&base) else { break };
+            let Some(name) = k.value().strip_prefix(&base) else {
+                break;
+            };
             if !name.starts_with(prefix) {
                 break;
             }
@@ -425,7 +485,10 @@ impl OmStore {
         let txn = self.db.begin_read().map_err(meta)?;
         let t = txn.open_table(PENDING_DELETES).map_err(meta)?;
         let mut out = Vec::new();
-        for row in t.range((dn, 0u64, 0u64)..=(dn, u64::MAX, u64::MAX)).map_err(meta)? {
+        for row in t
+            .range((dn, 0u64, 0u64)..=(dn, u64::MAX, u64::MAX))
+            .map_err(meta)?
+        {
             let (k, _) = row.map_err(meta)?;
             let (_, c, l) = k.value();
             out.push(BlockId {
@@ -469,7 +532,12 @@ impl OmStore {
     }
 
     /// Records that `dn`'s replica of `block` is bad.
-    pub fn record_bad_replica(&self, block: &BlockId, dn: &str, reason: &str) -> Result<(), OmError> {
+    pub fn record_bad_replica(
+        &self,
+        block: &BlockId,
+        dn: &str,
+        reason: &str,
+    ) -> Result<(), OmError> {
         let txn = self.db.begin_write().map_err(meta)?;
         txn.open_table(BAD_REPLICAS)
             .map_err(meta)?
@@ -539,18 +607,31 @@ mod tests {
     fn key_lifecycle_and_deletes() {
         let dir = tempfile::tempdir().unwrap();
         let s = OmStore::open(&dir.path().join("om.redb")).unwrap();
-        assert!(matches!(s.create_bucket("vol", "buck", 1), Err(OmError::NotFound(_))));
+        assert!(matches!(
+            s.create_bucket("vol", "buck", 1),
+            Err(OmError::NotFound(_))
+        ));
         s.create_volume("vol", 1).unwrap();
-        assert!(matches!(s.create_volume("vol", 1), Err(OmError::AlreadyExists(_))));
+        assert!(matches!(
+            s.create_volume("vol", 1),
+            Err(OmError::AlreadyExists(_))
+        ));
         s.create_bucket("vol", "buck", 1).unwrap();
         assert_eq!(s.list_buckets("vol").unwrap().len(), 1);
 
         let sid = s.open_key(&template("a/b")).unwrap();
-        let b1 = s.allocate_block(sid, &["dn1".into(), "dn2".into()]).unwrap();
-        let b2 = s.allocate_block(sid, &["dn2".into(), "dn3".into()]).unwrap();
+        let b1 = s
+            .allocate_block(sid, &["dn1".into(), "dn2".into()])
+            .unwrap();
+        let b2 = s
+            .allocate_block(sid, &["dn2".into(), "dn3".into()])
+            .unwrap();
         assert_ne!(b1.block, b2.block);
         // Not visible before commit.
-        assert!(matches!(s.lookup_key("vol", "buck", "a/b"), Err(OmError::NotFound(_))));
+        assert!(matches!(
+            s.lookup_key("vol", "buck", "a/b"),
+            Err(OmError::NotFound(_))
+        ));
         let mut c2 = b2.clone();
         c2.length = 10;
         // Wrong size is refused and keeps the session.
@@ -578,9 +659,13 @@ mod tests {
         assert_eq!(s.list_keys("vol", "buck", "b", "", 10).unwrap().len(), 0);
         s.delete_key("vol", "buck", "a/b").unwrap();
         assert_eq!(s.pending_deletes("dn4", 10).unwrap().len(), 1);
-        s.confirm_deletes("dn4", &s.pending_deletes("dn4", 10).unwrap()).unwrap();
+        s.confirm_deletes("dn4", &s.pending_deletes("dn4", 10).unwrap())
+            .unwrap();
         assert!(s.pending_deletes("dn4", 10).unwrap().is_empty());
-        assert!(matches!(s.delete_key("vol", "buck", "a/b"), Err(OmError::NotFound(_))));
+        assert!(matches!(
+            s.delete_key("vol", "buck", "a/b"),
+            Err(OmError::NotFound(_))
+        ));
         let _ = b3;
     }
 }

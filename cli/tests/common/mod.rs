@@ -89,5 +89,7 @@ pub fn block_file(c: &LocalCluster, i: usize, b: &ozone_proto::BlockId) -> PathB
 
 /// Index of the datanode with id `id`.
 pub fn index_of(c: &LocalCluster, n: usize, id: &str) -> usize {
-    (0..n).find(|&i| c.datanode_id(i).as_deref() == Some(id)).expect("datanode index")
+    (0..n)
+        .find(|&i| c.datanode_id(i).as_deref() == Some(id))
+        .expect("datanode index")
 }

@@ -1,0 +1,158 @@
+//! The `ozone` command from the outside: `local up`, then `ozone sh` and
+//! `ozone admin` against it.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::exe;
+use ozone_cli::data;
+
+fn ozone(om: &str, args: &[&str]) -> std::process::Output {
+    Command::new(exe())
+        .args(args)
+        .env("OZONE_OM_ADDRESS", om)
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap()
+}
+
+fn ok(om: &str, args: &[&str]) -> String {
+    let out = ozone(om, args);
+    assert!(
+        out.status.success(),
+        "ozone {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn local_up_then_shell_round_trips_50_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = dir.path().join("cluster");
+    let mut up = Command::new(exe())
+        .args([
+            "local",
+            "up",
+            "--dir",
+            cluster_dir.to_str().unwrap(),
+            "--datanodes",
+            "3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(up.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let om = line
+        .trim()
+        .strip_prefix("ready om=")
+        .unwrap_or_else(|| panic!("got {line:?}"))
+        .to_string();
+    let env = std::fs::read_to_string(cluster_dir.join("cluster.env")).unwrap();
+    assert_eq!(env.trim(), format!("OZONE_OM_ADDRESS={om}"));
+
+    ok(&om, &["sh", "volume", "create", "/vol1"]);
+    ok(&om, &["sh", "bucket", "create", "/vol1/bucket1"]);
+    let src = dir.path().join("in.bin");
+    std::fs::write(&src, data::bytes(11, 50 << 20)).unwrap();
+    ok(
+        &om,
+        &[
+            "sh",
+            "key",
+            "put",
+            "/vol1/bucket1/dir/file.bin",
+            src.to_str().unwrap(),
+        ],
+    );
+    let dst = dir.path().join("out.bin");
+    let out = ozone(
+        &om,
+        &[
+            "--node",
+            "node2",
+            "sh",
+            "key",
+            "get",
+            "/vol1/bucket1/dir/file.bin",
+            dst.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success());
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        report.contains("node-local replica: 52428800 bytes"),
+        "{report}"
+    );
+    assert!(
+        std::fs::read(&dst).unwrap() == std::fs::read(&src).unwrap(),
+        "50 MiB round trip"
+    );
+
+    let ls = ok(&om, &["sh", "key", "ls", "/vol1/bucket1"]);
+    assert_eq!(ls.trim(), "52428800\tdir/file.bin");
+    let info = ok(&om, &["sh", "key", "info", "/vol1/bucket1/dir/file.bin"]);
+    assert!(info.contains("size: 52428800"), "{info}");
+    assert!(
+        info.contains("checksum: CRC32C, 16384 bytes per checksum"),
+        "{info}"
+    );
+    assert_eq!(info.matches("(HEALTHY)").count(), 3, "{info}");
+    let dns = ok(&om, &["admin", "datanode", "list"]);
+    assert_eq!(dns.lines().count(), 4, "{dns}");
+    assert!(dns.contains("node3") && dns.contains("HEALTHY"), "{dns}");
+
+    let missing = ozone(
+        &om,
+        &[
+            "sh",
+            "key",
+            "get",
+            "/vol1/bucket1/nope",
+            dst.to_str().unwrap(),
+        ],
+    );
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("key /vol1/bucket1/nope not found"));
+    let bad = ozone(&om, &["sh", "key", "put", "/vol1", src.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("/volume/bucket/key"));
+    ok(&om, &["sh", "key", "rm", "/vol1/bucket1/dir/file.bin"]);
+    assert_eq!(ok(&om, &["sh", "key", "ls", "/vol1/bucket1"]).trim(), "");
+
+    // SIGTERM stops the cluster and its children cleanly.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = up.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "local up did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let gone = ozone(
+        &om,
+        &[
+            "--set",
+            "ozone.client.om.retry.timeout=0s",
+            "sh",
+            "volume",
+            "ls",
+        ],
+    );
+    assert!(!gone.status.success(), "OM stopped with local up");
+}
