@@ -135,6 +135,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
         offset,
         len,
         with_checksums: true,
+        token: Vec::new(),
     };
     let s = dn.read_chunk(read(49_999, 2)).await.unwrap_err();
     assert_eq!(s.code(), Code::OutOfRange, "{}", s.message());
@@ -155,6 +156,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             offset: 0,
             len: 1,
             with_checksums: false,
+            token: Vec::new(),
         })
         .await
         .unwrap_err();
@@ -216,6 +218,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     let s = dn
         .get_block(GetBlockRequest {
             block: Some(bad_id),
+            token: Vec::new(),
         })
         .await
         .unwrap_err();

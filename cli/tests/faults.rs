@@ -52,6 +52,7 @@ async fn datanode_sigkill_mid_write_commits_three_good_replicas() {
                     offset: 0,
                     len: b.length,
                     with_checksums: true,
+                    token: Vec::new(),
                 })
                 .await
                 .unwrap()

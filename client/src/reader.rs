@@ -193,7 +193,7 @@ impl KeyReader {
             .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
         let mut errors = Vec::new();
         for dn in self.replicas(b, id) {
-            match self.read_replica(dn, id, offset, out).await {
+            match self.read_replica(dn, id, &b.token, offset, out).await {
                 Ok(()) => {
                     self.account(dn, out.len() as u64);
                     return Ok(());
@@ -211,6 +211,7 @@ impl KeyReader {
         &self,
         dn: &DatanodeDetails,
         id: &BlockId,
+        token: &[u8],
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), ReplicaError> {
@@ -230,6 +231,7 @@ impl KeyReader {
                     offset: pos,
                     len: n as u64,
                     with_checksums: self.verifying(),
+                    token: token.to_vec(),
                 })
                 .await
                 .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
@@ -287,7 +289,10 @@ impl KeyReader {
             let mut errors = Vec::new();
             for dn in self.replicas(b, id) {
                 let start = pos;
-                match self.stream_replica(dn, id, &mut pos, b.length, w).await {
+                match self
+                    .stream_replica(dn, id, &b.token, &mut pos, b.length, w)
+                    .await
+                {
                     Ok(()) => {
                         self.account(dn, pos - start);
                         break;
@@ -314,6 +319,7 @@ impl KeyReader {
         &self,
         dn: &DatanodeDetails,
         id: &BlockId,
+        token: &[u8],
         pos: &mut u64,
         end: u64,
         w: &mut W,
@@ -332,6 +338,7 @@ impl KeyReader {
                 len: end - *pos,
                 with_checksums: self.verifying(),
                 piece_size: 1 << 20,
+                token: token.to_vec(),
             })
             .await
             .map_err(other)?

@@ -6,6 +6,8 @@ pub mod config;
 pub mod http;
 pub mod logging;
 pub mod names;
+pub mod shortcircuit;
+pub mod token;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

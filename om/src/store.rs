@@ -279,6 +279,7 @@ impl OmStore {
                 offset: 0,
                 length: 0,
                 replicas: replicas.iter().map(|r| id_only(r)).collect(),
+                token: Vec::new(),
             };
             session.blocks.push(block.clone());
             open.insert(id, session.encode_to_vec().as_slice())
@@ -350,6 +351,7 @@ impl OmStore {
                     offset,
                     length: b.length,
                     replicas: alloc.replicas.clone(),
+                    token: Vec::new(),
                 });
                 offset = offset
                     .checked_add(b.length)
