@@ -30,6 +30,19 @@ pub const MAX_MESSAGE_SIZE: &str = "ozone.grpc.max.message.size";
 /// Datanode: verify checksums of every WriteChunk (default true).
 pub const DATANODE_VERIFY_WRITES: &str = "hdds.datanode.verify.write.checksum";
 
+/// Short-circuit socket directory, shared by every pod of a node.
+pub const DOMAIN_SOCKET_PATH: &str = "ozone.domain.socket.path";
+/// Client: read through short-circuit when a local datanode is found.
+pub const READ_SHORT_CIRCUIT: &str = "ozone.client.read.short-circuit";
+/// Datanode: skip the socket directory security check (development only).
+pub const DOMAIN_SOCKET_SKIP_CHECK: &str = "ozone.domain.socket.path.skip.security.check";
+/// Block tokens on (OM signs, datanodes check).
+pub const BLOCK_TOKEN_ENABLED: &str = "hdds.block.token.enabled";
+/// File holding the shared block-token secret (at least 32 bytes).
+pub const BLOCK_TOKEN_SECRET_FILE: &str = "hdds.block.token.secret.file";
+/// Lifetime of a block token (default 24h).
+pub const BLOCK_TOKEN_EXPIRY: &str = "hdds.block.token.expiry.time";
+
 /// A configuration value that could not be parsed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -163,6 +176,39 @@ impl Conf {
             Some(v) => parse_duration(v)
                 .ok_or_else(|| Self::err(key, v, "expected a duration such as 500ms, 3s or 5m")),
         }
+    }
+
+    /// A comma-separated list of numbers (empty when unset).
+    pub fn u32_list(&self, key: &str) -> Result<Vec<u32>, ConfigError> {
+        match self.get(key) {
+            None => Ok(Vec::new()),
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().map_err(|_| Self::err(key, v, "expected comma-separated numbers")))
+                .collect(),
+        }
+    }
+
+    /// The block-token secret when block tokens are enabled.
+    pub fn block_token_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if !self.bool(BLOCK_TOKEN_ENABLED, false)? {
+            return Ok(None);
+        }
+        let Some(path) = self.get(BLOCK_TOKEN_SECRET_FILE) else {
+            return Err(Self::err(
+                BLOCK_TOKEN_SECRET_FILE,
+                "",
+                "block tokens are enabled but no secret file is set",
+            ));
+        };
+        let secret = std::fs::read(path).map_err(|e| Self::err(BLOCK_TOKEN_SECRET_FILE, path, e.to_string()))?;
+        let trimmed = secret.trim_ascii().to_vec();
+        if trimmed.len() < 32 {
+            return Err(Self::err(BLOCK_TOKEN_SECRET_FILE, path, "the secret must hold at least 32 bytes"));
+        }
+        Ok(Some(trimmed))
     }
 
     /// One of a fixed set of words (case-insensitive); returns it uppercased.

@@ -142,6 +142,11 @@ async fn recv_some(
 
 /// Receives one frame (and any descriptors sent with it).
 pub async fn recv(stream: &UnixStream) -> Result<Frame, FrameError> {
+    recv_limited(stream, MAX_FRAME).await
+}
+
+/// Receives one frame whose body is at most `max` bytes.
+pub async fn recv_limited(stream: &UnixStream, max: u32) -> Result<Frame, FrameError> {
     let mut fds = Vec::new();
     let mut hdr = [0u8; HEADER];
     let mut got = 0;
@@ -152,7 +157,7 @@ pub async fn recv(stream: &UnixStream) -> Result<Frame, FrameError> {
         return Err(FrameError::Version(hdr[0]));
     }
     let len = u32::from_be_bytes([hdr[2], hdr[3], hdr[4], hdr[5]]);
-    if len > MAX_FRAME {
+    if len > max.min(MAX_FRAME) {
         return Err(FrameError::TooLarge(len));
     }
     let mut body = vec![0u8; len as usize];

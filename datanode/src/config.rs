@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use ozone_common::config::{self as keys, Conf, ConfigError};
 
+use crate::shortcircuit::ShortCircuitConfig;
+
 /// Data directories, comma separated (Ozone: `hdds.datanode.dir`).
 pub const DATA_DIRS: &str = "hdds.datanode.dir";
 /// Metadata directory (Ozone: `ozone.metadata.dirs`).
@@ -35,6 +37,10 @@ pub struct DatanodeConfig {
     pub verify_writes: bool,
     /// Largest gRPC message, bytes.
     pub max_message_size: usize,
+    /// Short-circuit socket settings (off when `None`).
+    pub short_circuit: Option<ShortCircuitConfig>,
+    /// Block-token secret (tokens checked when set).
+    pub block_token_secret: Option<Vec<u8>>,
 }
 
 impl DatanodeConfig {
@@ -57,8 +63,25 @@ impl DatanodeConfig {
             heartbeat_interval: conf.duration(keys::HEARTBEAT_INTERVAL, Duration::from_secs(3))?,
             verify_writes: conf.bool(keys::DATANODE_VERIFY_WRITES, true)?,
             max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
+            short_circuit: short_circuit_config(conf)?,
+            block_token_secret: conf.block_token_secret()?,
         })
     }
+}
+
+/// Short-circuit settings from `conf` (`None` without a socket path).
+pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, ConfigError> {
+    let Some(dir) = conf.get(keys::DOMAIN_SOCKET_PATH).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    Ok(Some(ShortCircuitConfig {
+        dir: PathBuf::from(dir),
+        skip_security_check: conf.bool(keys::DOMAIN_SOCKET_SKIP_CHECK, false)?,
+        max_connections: conf.size("ozone.domain.socket.max.connections", 256)? as usize,
+        slots_per_connection: conf.size("ozone.domain.socket.slots.per.connection", 4096)?.clamp(1, 1 << 20) as u32,
+        allowed_uids: conf.u32_list("ozone.domain.socket.allowed.uids")?,
+        allowed_gids: conf.u32_list("ozone.domain.socket.allowed.gids")?,
+    }))
 }
 
 /// The node name: `NODE_NAME`, else the host name.

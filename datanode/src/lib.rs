@@ -6,6 +6,9 @@ pub mod config;
 pub mod metrics;
 pub mod server;
 pub mod service;
+pub mod shortcircuit;
+pub mod slots;
+pub mod socket_path;
 pub mod storage;
 
 pub use config::DatanodeConfig;

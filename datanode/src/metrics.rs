@@ -13,6 +13,13 @@ pub struct OpLabel {
     pub op: &'static str,
 }
 
+/// Label of refusal counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why.
+    pub reason: &'static str,
+}
+
 /// Datanode counters and gauges.
 #[derive(Default)]
 pub struct Metrics {
@@ -30,6 +37,14 @@ pub struct Metrics {
     pub blocks_deleted: Counter,
     /// Bytes in committed blocks.
     pub used_bytes: Gauge,
+    /// Open short-circuit connections.
+    pub sc_connections: Gauge,
+    /// Block fds handed out over the short-circuit socket.
+    pub sc_opens: Counter,
+    /// Short-circuit requests or connections refused, by reason.
+    pub sc_refusals: Family<ReasonLabel, Counter>,
+    /// Short-circuit slots invalidated by block deletion.
+    pub sc_invalidations: Counter,
 }
 
 impl Metrics {

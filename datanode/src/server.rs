@@ -38,6 +38,10 @@ pub enum StartError {
     },
     #[error("invalid OM address {0:?}")]
     OmAddress(String),
+    #[error("short-circuit socket: {0}")]
+    ShortCircuit(#[from] crate::shortcircuit::ScStartError),
+    #[error("block tokens: {0}")]
+    Token(#[from] ozone_common::token::TokenError),
 }
 
 /// A running datanode.
@@ -50,6 +54,8 @@ pub struct DatanodeHandle {
     pub http_addr: SocketAddr,
     /// The block store (for tests and tools).
     pub store: Arc<BlockStore>,
+    /// The short-circuit socket, when enabled.
+    pub socket_path: Option<std::path::PathBuf>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -156,11 +162,33 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         .timeout(Duration::from_secs(10))
         .connect_lazy();
 
+    let tokens = match &cfg.block_token_secret {
+        Some(s) => Some(ozone_common::token::TokenSigner::new(s)?),
+        None => None,
+    };
+    let sc_bound = match &cfg.short_circuit {
+        Some(sc) => Some(crate::shortcircuit::bind(sc, &id)?),
+        None => None,
+    };
     let (shutdown, rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let socket_path = sc_bound.as_ref().map(|(_, p)| p.clone());
+    if let (Some((listener, path)), Some(sc)) = (sc_bound, cfg.short_circuit.clone()) {
+        let ctx = Arc::new(crate::shortcircuit::ScContext {
+            store: store.clone(),
+            datanode_id: id.clone(),
+            node_name: cfg.node_name.clone(),
+            cfg: sc,
+            tokens: tokens.clone(),
+            metrics: metrics.clone(),
+        });
+        tracing::info!(socket = %path.display(), "short-circuit reads enabled");
+        tasks.push(tokio::spawn(crate::shortcircuit::serve(listener, path, ctx, rx.clone())));
+    }
     let max_read = (cfg.max_message_size as u64)
         .saturating_sub(64 << 10)
         .max(1 << 20);
-    let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read);
+    let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read, tokens);
     let server = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
@@ -200,8 +228,13 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         grpc_addr,
         http_addr,
         store,
+        socket_path,
         shutdown,
-        tasks: vec![grpc_task, hb_task],
+        tasks: {
+            tasks.push(grpc_task);
+            tasks.push(hb_task);
+            tasks
+        },
     })
 }
 

@@ -8,6 +8,8 @@ use ozone_proto::datanode_server::Datanode;
 use ozone_proto::*;
 use tonic::{Request, Response, Status};
 
+use ozone_common::token::TokenSigner;
+
 use crate::metrics::{Metrics, OpLabel};
 use crate::storage::{BlockStore, StorageError};
 
@@ -36,6 +38,7 @@ pub struct DatanodeService {
     metrics: Arc<Metrics>,
     verify_writes: bool,
     max_read: u64,
+    tokens: Option<TokenSigner>,
 }
 
 impl DatanodeService {
@@ -46,12 +49,24 @@ impl DatanodeService {
         metrics: Arc<Metrics>,
         verify_writes: bool,
         max_read: u64,
+        tokens: Option<TokenSigner>,
     ) -> Self {
         Self {
             store,
             metrics,
             verify_writes,
             max_read,
+            tokens,
+        }
+    }
+
+    /// Checks a READ token when block tokens are on.
+    fn check_token(&self, token: &[u8], id: &BlockId) -> Result<(), Status> {
+        match &self.tokens {
+            Some(t) => t
+                .verify(token, id, "READ", ozone_common::now_ms())
+                .map_err(|e| Status::permission_denied(e.to_string())),
+            None => Ok(()),
         }
     }
 
@@ -129,7 +144,9 @@ impl Datanode for DatanodeService {
         &self,
         req: Request<GetBlockRequest>,
     ) -> Result<Response<GetBlockResponse>, Status> {
-        let id = need_block(req.into_inner().block)?;
+        let r = req.into_inner();
+        let id = need_block(r.block)?;
+        self.check_token(&r.token, &id)?;
         let b = self
             .blocking("GetBlock", move |s| s.committed_block(&id))
             .await?;
@@ -144,6 +161,7 @@ impl Datanode for DatanodeService {
     ) -> Result<Response<ReadChunkResponse>, Status> {
         let r = req.into_inner();
         let id = need_block(r.block)?;
+        self.check_token(&r.token, &id)?;
         if r.len > self.max_read {
             return Err(Status::invalid_argument(format!(
                 "read of {} bytes exceeds the {}-byte message limit; use ReadBlock",
@@ -170,6 +188,7 @@ impl Datanode for DatanodeService {
     ) -> Result<Response<Self::ReadBlockStream>, Status> {
         let r = req.into_inner();
         let id = need_block(r.block)?;
+        self.check_token(&r.token, &id)?;
         let store = self.store.clone();
         let b = self
             .blocking("ReadBlock", move |s| s.committed_block(&id))
@@ -233,10 +252,14 @@ impl Datanode for DatanodeService {
         req: Request<DeleteBlocksRequest>,
     ) -> Result<Response<DeleteBlocksResponse>, Status> {
         let blocks = req.into_inner().blocks;
+        let before = self.store.slots().invalidated_total();
         let deleted = self
             .blocking("DeleteBlocks", move |s| s.delete(&blocks))
             .await?;
         self.metrics.blocks_deleted.inc_by(deleted.len() as u64);
+        self.metrics
+            .sc_invalidations
+            .inc_by(self.store.slots().invalidated_total() - before);
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
         Ok(Response::new(DeleteBlocksResponse { deleted }))
     }

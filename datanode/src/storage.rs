@@ -24,6 +24,8 @@ use ozone_proto::{BlockData, BlockId, ChecksumData, ChunkInfo};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
+use crate::slots::SlotRegistry;
+
 const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks");
 
 /// Largest block accepted (bounds offsets in requests).
@@ -32,7 +34,8 @@ pub const MAX_BLOCK_SIZE: u64 = 16 << 30;
 /// Key of a block on this datanode: (container id, local id).
 pub type BlockKey = (u64, u64);
 
-fn key_of(id: &BlockId) -> BlockKey {
+/// The store key of a block id.
+pub fn key_of(id: &BlockId) -> BlockKey {
     (id.container_id, id.local_id)
 }
 
@@ -111,6 +114,7 @@ pub struct BlockStore {
     open: Mutex<HashMap<BlockKey, Arc<OpenBlock>>>,
     committed: RwLock<HashMap<BlockKey, Arc<CommittedBlock>>>,
     used: AtomicU64,
+    slots: Arc<SlotRegistry>,
 }
 
 /// Checks a chunk list for a block: contiguous from 0, one checksum type and
@@ -207,6 +211,7 @@ impl BlockStore {
             open: Mutex::new(HashMap::new()),
             committed: RwLock::new(HashMap::new()),
             used: AtomicU64::new(0),
+            slots: Arc::new(SlotRegistry::new()),
         };
         let mut used = 0;
         store.for_each_committed(|b| used += b.size)?;
@@ -222,6 +227,11 @@ impl BlockStore {
             f(BlockData::decode(v.value()).map_err(meta_err)?);
         }
         Ok(())
+    }
+
+    /// The short-circuit slots guarding this store's blocks.
+    pub fn slots(&self) -> &Arc<SlotRegistry> {
+        &self.slots
     }
 
     /// Every committed block id.
@@ -503,7 +513,10 @@ impl BlockStore {
     }
 
     /// Deletes blocks (committed or not); returns the ids now absent.
+    /// Short-circuit readers of these blocks are invalidated first.
     pub fn delete(&self, ids: &[BlockId]) -> Result<Vec<BlockId>, StorageError> {
+        let keys: Vec<BlockKey> = ids.iter().map(key_of).collect();
+        self.slots.invalidate(&keys);
         let txn = self.db.begin_write().map_err(meta_err)?;
         let mut freed = 0u64;
         {

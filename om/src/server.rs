@@ -38,6 +38,10 @@ pub struct OmConfig {
     pub deletion_interval: Duration,
     /// Largest gRPC message.
     pub max_message_size: usize,
+    /// Block-token secret (tokens issued when set).
+    pub block_token_secret: Option<Vec<u8>>,
+    /// Lifetime of issued block tokens.
+    pub block_token_expiry: Duration,
 }
 
 impl OmConfig {
@@ -56,6 +60,8 @@ impl OmConfig {
                 Duration::from_secs(1),
             )?,
             max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
+            block_token_secret: conf.block_token_secret()?,
+            block_token_expiry: conf.duration(keys::BLOCK_TOKEN_EXPIRY, Duration::from_secs(24 * 3600))?,
         })
     }
 }
@@ -149,6 +155,14 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         metrics.clone(),
         OmSettings {
             block_size: cfg.block_size,
+            tokens: match &cfg.block_token_secret {
+                Some(s) => Some((
+                    ozone_common::token::TokenSigner::new(s)
+                        .map_err(|e| StartError::Invalid(e.to_string()))?,
+                    cfg.block_token_expiry,
+                )),
+                None => None,
+            },
         },
     );
     let (shutdown, rx) = watch::channel(false);

@@ -32,6 +32,8 @@ impl From<OmError> for Status {
 pub struct OmSettings {
     /// Block size handed to writers.
     pub block_size: u64,
+    /// Block-token signer and token lifetime, when block tokens are on.
+    pub tokens: Option<(ozone_common::token::TokenSigner, std::time::Duration)>,
 }
 
 /// gRPC front of the OM state.
@@ -104,6 +106,9 @@ impl OmService {
                 });
             }
             b.replicas.sort_by_key(|r| bad.contains(&r.id));
+            if let (Some((signer, ttl)), Some(id)) = (&self.settings.tokens, &b.block) {
+                b.token = signer.sign(id, "READ", now_ms() + ttl.as_millis() as u64);
+            }
         }
         Ok(())
     }

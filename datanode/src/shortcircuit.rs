@@ -1,0 +1,340 @@
+//! The short-circuit server: a UNIX domain socket in the node's shared
+//! socket directory over which local clients get a committed block's
+//! metadata and its file descriptor (read-only), guarded by a slot in the
+//! connection's shared-memory segment (see [`crate::slots`]).
+//!
+//! Per connection: Handshake first (answered with the datanode id, node
+//! name, protocol version, features and the segment's read-only fd), then
+//! any number of GetBlock and Release requests, one at a time. Closing the
+//! connection clears and frees its slots, so a lost reply leaks nothing.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ozone_common::shortcircuit::{
+    self as sc, CMD_ERROR, CMD_GET_BLOCK, CMD_HANDSHAKE, CMD_RELEASE, FrameError, RESPONSE, SLOT_SIZE,
+};
+use ozone_common::token::TokenSigner;
+use ozone_proto::*;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Semaphore, watch};
+
+use crate::metrics::{Metrics, ReasonLabel};
+use crate::slots::{GrantError, Segment};
+use crate::socket_path::{self, PathSecurityError};
+use crate::storage::{BlockStore, StorageError, key_of};
+
+/// Largest request body accepted on the socket.
+const MAX_REQUEST: u32 = 64 << 10;
+/// Time a new connection has to send its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Short-circuit settings.
+#[derive(Debug, Clone)]
+pub struct ShortCircuitConfig {
+    /// Socket directory (`ozone.domain.socket.path`).
+    pub dir: PathBuf,
+    /// Skip the path security check (development only).
+    pub skip_security_check: bool,
+    /// Concurrent connections served; more are closed at once.
+    pub max_connections: usize,
+    /// Slots (so open block fds) per connection.
+    pub slots_per_connection: u32,
+    /// Peer uids allowed (empty: any).
+    pub allowed_uids: Vec<u32>,
+    /// Peer gids allowed (empty: any).
+    pub allowed_gids: Vec<u32>,
+}
+
+/// Why the short-circuit server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ScStartError {
+    #[error("{0}")]
+    Path(#[from] PathSecurityError),
+    #[error("cannot create socket {path}: {source}")]
+    Bind {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Socket file of datanode `id` in `dir`.
+pub fn socket_file(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("dn-{id}.sock"))
+}
+
+/// Checks the directory and binds the datanode's socket in it.
+pub fn bind(cfg: &ShortCircuitConfig, id: &str) -> Result<(UnixListener, PathBuf), ScStartError> {
+    let err = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| ScStartError::Bind { path, source }
+    };
+    if !cfg.dir.exists() {
+        std::fs::create_dir_all(&cfg.dir).map_err(err(&cfg.dir))?;
+        std::fs::set_permissions(&cfg.dir, std::fs::Permissions::from_mode(0o755)).map_err(err(&cfg.dir))?;
+    }
+    if cfg.skip_security_check {
+        tracing::warn!(dir = %cfg.dir.display(), "socket path security check skipped (development only)");
+    } else {
+        socket_path::check(&cfg.dir)?;
+    }
+    let path = socket_file(&cfg.dir, id);
+    match std::fs::remove_file(&path) {
+        Ok(()) => tracing::info!(path = %path.display(), "removed a stale socket"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(&path)(e)),
+    }
+    let listener = UnixListener::bind(&path).map_err(err(&path))?;
+    // Access is controlled by the directory; the socket itself is open.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(err(&path))?;
+    Ok((listener, path))
+}
+
+/// What every connection handler shares.
+pub struct ScContext {
+    /// Block store (and its slot registry).
+    pub store: Arc<BlockStore>,
+    /// This datanode's id.
+    pub datanode_id: String,
+    /// Node it runs on.
+    pub node_name: String,
+    /// Settings.
+    pub cfg: ShortCircuitConfig,
+    /// Token checker when block tokens are on.
+    pub tokens: Option<TokenSigner>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Accepts connections until `stop` turns true; removes the socket then.
+pub async fn serve(listener: UnixListener, path: PathBuf, ctx: Arc<ScContext>, mut stop: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(ctx.cfg.max_connections.max(1)));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!("short-circuit accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            ctx.metrics.sc_refused("connection_limit");
+            let _ = send_error(&stream, "too many short-circuit connections").await;
+            continue;
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            ctx.metrics.sc_connections.inc();
+            handle(&ctx, stream).await;
+            ctx.metrics.sc_connections.dec();
+            drop(permit);
+        });
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+async fn send_error(stream: &UnixStream, message: &str) -> Result<(), FrameError> {
+    sc::send(stream, CMD_ERROR | RESPONSE, &ScError { message: message.into() }, &[]).await
+}
+
+fn peer_allowed(ctx: &ScContext, stream: &UnixStream) -> Result<(), String> {
+    let cred = stream.peer_cred().map_err(|e| format!("peer credentials: {e}"))?;
+    let (uid, gid) = (cred.uid(), cred.gid());
+    tracing::debug!(uid, gid, pid = ?cred.pid(), "short-circuit connection");
+    if !ctx.cfg.allowed_uids.is_empty() && !ctx.cfg.allowed_uids.contains(&uid) {
+        return Err(format!("uid {uid} is not allowed short-circuit reads"));
+    }
+    if !ctx.cfg.allowed_gids.is_empty() && !ctx.cfg.allowed_gids.contains(&gid) {
+        return Err(format!("gid {gid} is not allowed short-circuit reads"));
+    }
+    Ok(())
+}
+
+async fn handle(ctx: &ScContext, stream: UnixStream) {
+    if let Err(m) = peer_allowed(ctx, &stream) {
+        tracing::warn!("{m}");
+        ctx.metrics.sc_refused("peer_not_allowed");
+        let _ = send_error(&stream, &m).await;
+        return;
+    }
+    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, sc::recv_limited(&stream, MAX_REQUEST)).await {
+        Ok(Ok(f)) if f.cmd == CMD_HANDSHAKE => f,
+        Ok(Ok(f)) => {
+            let _ = send_error(&stream, &format!("expected a handshake, got command {}", f.cmd)).await;
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::debug!("short-circuit handshake failed: {e}");
+            let _ = send_error(&stream, &e.to_string()).await;
+            return;
+        }
+        Err(_) => return,
+    };
+    let client = first.decode::<ScHandshakeRequest>().map(|h| h.client_name).unwrap_or_default();
+    let seg = match Segment::new(ctx.cfg.slots_per_connection) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            let _ = send_error(&stream, &format!("datanode cannot create slots: {e}")).await;
+            return;
+        }
+    };
+    let ro = match seg.read_only_fd() {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = send_error(&stream, &format!("datanode cannot share slots: {e}")).await;
+            return;
+        }
+    };
+    let slots = ctx.store.slots().clone();
+    let conn = slots.add_connection(seg.clone());
+    let hello = ScHandshakeResponse {
+        datanode_id: ctx.datanode_id.clone(),
+        protocol_version: sc::VERSION as u32,
+        features: vec!["fd".into(), "slots".into()],
+        node_name: ctx.node_name.clone(),
+        slot_count: seg.slots(),
+        slot_size: SLOT_SIZE as u32,
+    };
+    let ok = sc::send(&stream, CMD_HANDSHAKE | RESPONSE, &hello, &[ro.as_raw_fd()]).await;
+    drop(ro);
+    if ok.is_ok() {
+        tracing::debug!(client = %client, conn, "short-circuit client connected");
+        serve_requests(ctx, &stream, conn).await;
+    }
+    slots.remove_connection(conn);
+}
+
+async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
+    loop {
+        let frame = match sc::recv_limited(stream, MAX_REQUEST).await {
+            Ok(f) => f,
+            Err(FrameError::Closed) => return,
+            Err(e) => {
+                ctx.metrics.sc_refused("bad_frame");
+                let _ = send_error(stream, &e.to_string()).await;
+                return;
+            }
+        };
+        let sent = match frame.cmd {
+            CMD_GET_BLOCK => match frame.decode::<ScGetBlockRequest>() {
+                Ok(req) => get_block(ctx, stream, conn, req).await,
+                Err(e) => {
+                    let _ = send_error(stream, &e.to_string()).await;
+                    return;
+                }
+            },
+            CMD_RELEASE => match frame.decode::<ScReleaseRequest>() {
+                Ok(req) => {
+                    ctx.store.slots().release(conn, req.slot);
+                    sc::send(stream, CMD_RELEASE | RESPONSE, &ScReleaseResponse {}, &[]).await
+                }
+                Err(e) => {
+                    let _ = send_error(stream, &e.to_string()).await;
+                    return;
+                }
+            },
+            other => {
+                ctx.metrics.sc_refused("bad_command");
+                let _ = send_error(stream, &format!("unknown command {other}")).await;
+                return;
+            }
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+fn refuse(reason: impl Into<String>) -> ScGetBlockResponse {
+    ScGetBlockResponse {
+        granted: false,
+        reason: reason.into(),
+        ..Default::default()
+    }
+}
+
+async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBlockRequest) -> Result<(), FrameError> {
+    let Some(id) = req.block else {
+        return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse("missing block id"), &[]).await;
+    };
+    if let Some(t) = &ctx.tokens
+        && let Err(e) = t.verify(&req.token, &id, "READ", ozone_common::now_ms())
+    {
+        ctx.metrics.sc_refused("token");
+        return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+    }
+    let key = key_of(&id);
+    // The slot is registered before the block is looked up, so a deletion
+    // racing with this grant either clears the slot or is seen here.
+    let slot = match ctx.store.slots().grant(conn, key) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.metrics.sc_refused(match e {
+                GrantError::Deleted(..) => "deleted",
+                _ => "no_slot",
+            });
+            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+        }
+    };
+    let store = ctx.store.clone();
+    let want_fd = req.want_fd;
+    let opened = tokio::task::spawn_blocking(move || {
+        let b = store.committed_block(&id)?;
+        let file = if want_fd {
+            Some(std::fs::File::open(&b.path).map_err(|source| StorageError::Io {
+                path: b.path.display().to_string(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        Ok::<_, StorageError>((b, file))
+    })
+    .await;
+    let (b, file) = match opened {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            ctx.store.slots().release(conn, slot);
+            ctx.metrics.sc_refused(match e {
+                StorageError::NotFound(..) => "not_found",
+                StorageError::NotCommitted(..) => "not_committed",
+                _ => "error",
+            });
+            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+        }
+        Err(e) => {
+            ctx.store.slots().release(conn, slot);
+            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+        }
+    };
+    let resp = ScGetBlockResponse {
+        granted: true,
+        reason: String::new(),
+        block: Some(b.data.clone()),
+        slot,
+    };
+    let fds: Vec<i32> = file.iter().map(|f| f.as_raw_fd()).collect();
+    let r = sc::send(stream, CMD_GET_BLOCK | RESPONSE, &resp, &fds).await;
+    if r.is_ok() {
+        ctx.metrics.sc_opens.inc();
+    } else {
+        ctx.store.slots().release(conn, slot);
+    }
+    r
+}
+
+/// Label helper for refusal counters.
+impl Metrics {
+    /// Counts a short-circuit refusal by reason.
+    pub fn sc_refused(&self, reason: &'static str) {
+        self.sc_refusals.get_or_create(&ReasonLabel { reason }).inc();
+    }
+}
