@@ -28,6 +28,32 @@ pub struct ClientConfig {
     pub max_message_size: usize,
     /// Block allocations a write may use before giving up.
     pub max_block_attempts: usize,
+    /// Short-circuit reads (`ozone.client.read.short-circuit`, on by
+    /// default when `ozone.domain.socket.path` is set).
+    pub short_circuit: Option<crate::shortcircuit::ScConfig>,
+}
+
+/// Short-circuit settings from `conf`: on when a socket directory is set,
+/// unless `ozone.client.read.short-circuit` is false.
+pub fn short_circuit(conf: &Conf) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
+    let Some(dir) = conf.get(keys::DOMAIN_SOCKET_PATH).filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
+    if !conf.bool(keys::READ_SHORT_CIRCUIT, true)? {
+        return Ok(None);
+    }
+    Ok(Some(crate::shortcircuit::ScConfig {
+        dir: dir.into(),
+        backoff: conf.duration(
+            "ozone.client.read.short-circuit.backoff",
+            Duration::from_secs(10),
+        )?,
+        cache_size: conf.size("ozone.client.read.short-circuit.cache.size", 1024)? as usize,
+        cache_expiry: conf.duration(
+            "ozone.client.read.short-circuit.cache.expiry",
+            Duration::from_secs(600),
+        )?,
+    }))
 }
 
 impl ClientConfig {
@@ -86,6 +112,7 @@ impl ClientConfig {
                 .duration("ozone.client.om.retry.timeout", Duration::from_secs(60))?,
             max_message_size,
             max_block_attempts: 8,
+            short_circuit: short_circuit(conf)?,
         })
     }
 

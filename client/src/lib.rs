@@ -18,6 +18,7 @@ pub mod error;
 pub mod om;
 pub mod pool;
 pub mod reader;
+pub mod shortcircuit;
 pub mod writer;
 
 use std::collections::HashSet;
@@ -53,6 +54,18 @@ pub struct ReadStatsSnapshot {
     pub remote_bytes: u64,
     pub checksum_failures: u64,
     pub failovers: u64,
+    /// Bytes read through short-circuit (also counted in `local_bytes`).
+    pub short_circuit_bytes: u64,
+    /// Block descriptors obtained over the socket.
+    pub short_circuit_opens: u64,
+    /// Short-circuit reads served by a cached descriptor.
+    pub fd_cache_hits: u64,
+    /// Short-circuit reads that opened the block first.
+    pub fd_cache_misses: u64,
+    /// Cached descriptors found invalidated by the datanode.
+    pub invalidations: u64,
+    /// Short-circuit reads that fell back to gRPC.
+    pub short_circuit_fallbacks: u64,
 }
 
 pub(crate) struct ClientInner {
@@ -62,6 +75,8 @@ pub(crate) struct ClientInner {
     pub(crate) stats: ReadStats,
     /// Replicas found bad by this client: (container, local id, datanode).
     pub(crate) bad: Mutex<HashSet<(u64, u64, String)>>,
+    /// Short-circuit state, when enabled.
+    pub(crate) sc: Option<shortcircuit::ShortCircuit>,
 }
 
 impl ClientInner {
@@ -127,8 +142,17 @@ impl Client {
             config.max_message_size,
         )?;
         let verify = config.verify_checksum;
+        let sc = config.short_circuit.clone().map(|c| {
+            let name = format!(
+                "pid{}@{}",
+                std::process::id(),
+                config.node_name.as_deref().unwrap_or("?")
+            );
+            shortcircuit::ShortCircuit::new(c, name)
+        });
         Ok(Self {
             inner: Arc::new(ClientInner {
+                sc,
                 pool: pool::Pool::new(config.max_message_size),
                 config,
                 om,
@@ -161,11 +185,53 @@ impl Client {
     /// Read counters so far.
     pub fn stats(&self) -> ReadStatsSnapshot {
         let s = &self.inner.stats;
-        ReadStatsSnapshot {
+        let mut snap = ReadStatsSnapshot {
             local_bytes: s.local_bytes.load(Ordering::Relaxed),
             remote_bytes: s.remote_bytes.load(Ordering::Relaxed),
             checksum_failures: s.checksum_failures.load(Ordering::Relaxed),
             failovers: s.failovers.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        if let Some(sc) = &self.inner.sc {
+            let c = &sc.stats;
+            snap.short_circuit_bytes = c.bytes.load(Ordering::Relaxed);
+            snap.short_circuit_opens = c.opens.load(Ordering::Relaxed);
+            snap.fd_cache_hits = c.cache_hits.load(Ordering::Relaxed);
+            snap.fd_cache_misses = c.cache_misses.load(Ordering::Relaxed);
+            snap.invalidations = c.invalidations.load(Ordering::Relaxed);
+            snap.short_circuit_fallbacks = c.fallbacks.lock().expect("lock").values().sum();
+        }
+        snap
+    }
+
+    /// Short-circuit fallbacks by reason.
+    pub fn short_circuit_fallbacks(&self) -> Vec<(&'static str, u64)> {
+        match &self.inner.sc {
+            Some(sc) => {
+                let mut v: Vec<_> = sc
+                    .stats
+                    .fallbacks
+                    .lock()
+                    .expect("lock")
+                    .iter()
+                    .map(|(k, v)| (*k, *v))
+                    .collect();
+                v.sort();
+                v
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Block descriptors in the short-circuit cache.
+    pub fn cached_block_fds(&self) -> usize {
+        self.inner.sc.as_ref().map_or(0, |s| s.cached_blocks())
+    }
+
+    /// Drops every cached short-circuit descriptor.
+    pub fn clear_fd_cache(&self) {
+        if let Some(sc) = &self.inner.sc {
+            sc.clear_cache();
         }
     }
 
@@ -338,6 +404,9 @@ impl Client {
     /// Opens a key for reading with this instance's verify default.
     pub async fn open_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyReader> {
         let key = self.inner.lookup(volume, bucket, name).await?;
+        if let Some(sc) = &self.inner.sc {
+            sc.discover().await;
+        }
         KeyReader::new(self.inner.clone(), key, self.verify)
     }
 

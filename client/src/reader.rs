@@ -15,6 +15,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::ClientInner;
 use crate::error::{ClientError, Result};
+use crate::shortcircuit::ScError;
 
 /// Orders replicas for reading: known-bad last, then the reader's node
 /// first, then healthy ones; otherwise the OM's order.
@@ -22,12 +23,13 @@ pub fn order_replicas<'a>(
     replicas: &'a [DatanodeDetails],
     node_name: Option<&str>,
     is_bad: impl Fn(&str) -> bool,
+    is_local: impl Fn(&str) -> bool,
 ) -> Vec<&'a DatanodeDetails> {
     let mut v: Vec<&DatanodeDetails> = replicas.iter().collect();
     v.sort_by_key(|r| {
         (
             is_bad(&r.id),
-            node_name != Some(r.node_name.as_str()),
+            !(is_local(&r.id) || node_name == Some(r.node_name.as_str())),
             r.state != NodeState::Healthy as i32,
         )
     });
@@ -140,13 +142,21 @@ impl KeyReader {
     }
 
     fn replicas<'a>(&'a self, b: &'a KeyBlock, id: &BlockId) -> Vec<&'a DatanodeDetails> {
-        order_replicas(&b.replicas, self.inner.config.node_name.as_deref(), |dn| {
-            self.is_bad(id, dn)
-        })
+        order_replicas(
+            &b.replicas,
+            self.inner.config.node_name.as_deref(),
+            |dn| self.is_bad(id, dn),
+            |dn| self.sc_local(dn),
+        )
+    }
+
+    fn sc_local(&self, dn: &str) -> bool {
+        self.inner.sc.as_ref().is_some_and(|sc| sc.is_local(dn))
     }
 
     fn account(&self, dn: &DatanodeDetails, bytes: u64) {
-        let local = self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str());
+        let local = self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str())
+            || self.sc_local(&dn.id);
         let s = &self.inner.stats;
         if local {
             s.local_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -193,6 +203,30 @@ impl KeyReader {
             .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
         let mut errors = Vec::new();
         for dn in self.replicas(b, id) {
+            if let Some(sc) = &self.inner.sc
+                && sc.is_local(&dn.id)
+            {
+                let r = match sc.open(&dn.id, id, &b.token).await {
+                    Ok(blk) => sc.read(&blk, offset, out, self.verifying()),
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(()) => {
+                        self.account(dn, out.len() as u64);
+                        return Ok(());
+                    }
+                    Err(ScError::Checksum(c)) => {
+                        sc.fell_back(&dn.id, &ScError::Checksum(c.clone()));
+                        self.failed(id, dn, ReplicaError::Checksum(c), &mut errors)
+                            .await;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(block = %id.display(), datanode = %dn.id, "short-circuit read fell back to gRPC: {e}");
+                        sc.fell_back(&dn.id, &e);
+                    }
+                }
+            }
             match self.read_replica(dn, id, &b.token, offset, out).await {
                 Ok(()) => {
                     self.account(dn, out.len() as u64);
@@ -280,7 +314,21 @@ impl KeyReader {
     /// next replica after a failure). Returns the bytes written.
     pub async fn copy_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> Result<u64> {
         let mut total = 0u64;
+        let mut buf: Vec<u8> = Vec::new();
         for b in &self.key.blocks {
+            if b.replicas.iter().any(|r| self.sc_local(&r.id)) {
+                // A local replica: positional short-circuit reads in pieces.
+                buf.resize((4 << 20).min(b.length as usize), 0);
+                let mut pos = 0u64;
+                while pos < b.length {
+                    let n = ((b.length - pos) as usize).min(buf.len());
+                    self.read_block(b, pos, &mut buf[..n]).await?;
+                    w.write_all(&buf[..n]).await?;
+                    pos += n as u64;
+                }
+                total += b.length;
+                continue;
+            }
             let id = b
                 .block
                 .as_ref()

@@ -10,7 +10,7 @@ use ozone_proto::ChecksumType;
 pub const DEFAULT_BYTES_PER_CHECKSUM: u32 = 16 * 1024;
 
 /// Errors in checksum parameters or verification.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ChecksumError {
     #[error("bytes per checksum must be at least 1 (got {0})")]
     BadWindow(u32),

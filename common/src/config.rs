@@ -186,7 +186,10 @@ impl Conf {
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| s.parse().map_err(|_| Self::err(key, v, "expected comma-separated numbers")))
+                .map(|s| {
+                    s.parse()
+                        .map_err(|_| Self::err(key, v, "expected comma-separated numbers"))
+                })
                 .collect(),
         }
     }
@@ -203,10 +206,15 @@ impl Conf {
                 "block tokens are enabled but no secret file is set",
             ));
         };
-        let secret = std::fs::read(path).map_err(|e| Self::err(BLOCK_TOKEN_SECRET_FILE, path, e.to_string()))?;
+        let secret = std::fs::read(path)
+            .map_err(|e| Self::err(BLOCK_TOKEN_SECRET_FILE, path, e.to_string()))?;
         let trimmed = secret.trim_ascii().to_vec();
         if trimmed.len() < 32 {
-            return Err(Self::err(BLOCK_TOKEN_SECRET_FILE, path, "the secret must hold at least 32 bytes"));
+            return Err(Self::err(
+                BLOCK_TOKEN_SECRET_FILE,
+                path,
+                "the secret must hold at least 32 bytes",
+            ));
         }
         Ok(Some(trimmed))
     }

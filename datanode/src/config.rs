@@ -78,7 +78,9 @@ pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, C
         dir: PathBuf::from(dir),
         skip_security_check: conf.bool(keys::DOMAIN_SOCKET_SKIP_CHECK, false)?,
         max_connections: conf.size("ozone.domain.socket.max.connections", 256)? as usize,
-        slots_per_connection: conf.size("ozone.domain.socket.slots.per.connection", 4096)?.clamp(1, 1 << 20) as u32,
+        slots_per_connection: conf
+            .size("ozone.domain.socket.slots.per.connection", 4096)?
+            .clamp(1, 1 << 20) as u32,
         allowed_uids: conf.u32_list("ozone.domain.socket.allowed.uids")?,
         allowed_gids: conf.u32_list("ozone.domain.socket.allowed.gids")?,
     }))

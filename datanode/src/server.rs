@@ -183,7 +183,12 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
             metrics: metrics.clone(),
         });
         tracing::info!(socket = %path.display(), "short-circuit reads enabled");
-        tasks.push(tokio::spawn(crate::shortcircuit::serve(listener, path, ctx, rx.clone())));
+        tasks.push(tokio::spawn(crate::shortcircuit::serve(
+            listener,
+            path,
+            ctx,
+            rx.clone(),
+        )));
     }
     let max_read = (cfg.max_message_size as u64)
         .saturating_sub(64 << 10)

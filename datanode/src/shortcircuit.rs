@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ozone_common::shortcircuit::{
-    self as sc, CMD_ERROR, CMD_GET_BLOCK, CMD_HANDSHAKE, CMD_RELEASE, FrameError, RESPONSE, SLOT_SIZE,
+    self as sc, CMD_ERROR, CMD_GET_BLOCK, CMD_HANDSHAKE, CMD_RELEASE, FrameError, RESPONSE,
+    SLOT_SIZE,
 };
 use ozone_common::token::TokenSigner;
 use ozone_proto::*;
@@ -74,7 +75,8 @@ pub fn bind(cfg: &ShortCircuitConfig, id: &str) -> Result<(UnixListener, PathBuf
     };
     if !cfg.dir.exists() {
         std::fs::create_dir_all(&cfg.dir).map_err(err(&cfg.dir))?;
-        std::fs::set_permissions(&cfg.dir, std::fs::Permissions::from_mode(0o755)).map_err(err(&cfg.dir))?;
+        std::fs::set_permissions(&cfg.dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(err(&cfg.dir))?;
     }
     if cfg.skip_security_check {
         tracing::warn!(dir = %cfg.dir.display(), "socket path security check skipped (development only)");
@@ -110,7 +112,12 @@ pub struct ScContext {
 }
 
 /// Accepts connections until `stop` turns true; removes the socket then.
-pub async fn serve(listener: UnixListener, path: PathBuf, ctx: Arc<ScContext>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: UnixListener,
+    path: PathBuf,
+    ctx: Arc<ScContext>,
+    mut stop: watch::Receiver<bool>,
+) {
     let permits = Arc::new(Semaphore::new(ctx.cfg.max_connections.max(1)));
     loop {
         let accepted = tokio::select! {
@@ -142,11 +149,21 @@ pub async fn serve(listener: UnixListener, path: PathBuf, ctx: Arc<ScContext>, m
 }
 
 async fn send_error(stream: &UnixStream, message: &str) -> Result<(), FrameError> {
-    sc::send(stream, CMD_ERROR | RESPONSE, &ScError { message: message.into() }, &[]).await
+    sc::send(
+        stream,
+        CMD_ERROR | RESPONSE,
+        &ScError {
+            message: message.into(),
+        },
+        &[],
+    )
+    .await
 }
 
 fn peer_allowed(ctx: &ScContext, stream: &UnixStream) -> Result<(), String> {
-    let cred = stream.peer_cred().map_err(|e| format!("peer credentials: {e}"))?;
+    let cred = stream
+        .peer_cred()
+        .map_err(|e| format!("peer credentials: {e}"))?;
     let (uid, gid) = (cred.uid(), cred.gid());
     tracing::debug!(uid, gid, pid = ?cred.pid(), "short-circuit connection");
     if !ctx.cfg.allowed_uids.is_empty() && !ctx.cfg.allowed_uids.contains(&uid) {
@@ -165,20 +182,29 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
         let _ = send_error(&stream, &m).await;
         return;
     }
-    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, sc::recv_limited(&stream, MAX_REQUEST)).await {
-        Ok(Ok(f)) if f.cmd == CMD_HANDSHAKE => f,
-        Ok(Ok(f)) => {
-            let _ = send_error(&stream, &format!("expected a handshake, got command {}", f.cmd)).await;
-            return;
-        }
-        Ok(Err(e)) => {
-            tracing::debug!("short-circuit handshake failed: {e}");
-            let _ = send_error(&stream, &e.to_string()).await;
-            return;
-        }
-        Err(_) => return,
-    };
-    let client = first.decode::<ScHandshakeRequest>().map(|h| h.client_name).unwrap_or_default();
+    let first =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, sc::recv_limited(&stream, MAX_REQUEST)).await
+        {
+            Ok(Ok(f)) if f.cmd == CMD_HANDSHAKE => f,
+            Ok(Ok(f)) => {
+                let _ = send_error(
+                    &stream,
+                    &format!("expected a handshake, got command {}", f.cmd),
+                )
+                .await;
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("short-circuit handshake failed: {e}");
+                let _ = send_error(&stream, &e.to_string()).await;
+                return;
+            }
+            Err(_) => return,
+        };
+    let client = first
+        .decode::<ScHandshakeRequest>()
+        .map(|h| h.client_name)
+        .unwrap_or_default();
     let seg = match Segment::new(ctx.cfg.slots_per_connection) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -261,15 +287,32 @@ fn refuse(reason: impl Into<String>) -> ScGetBlockResponse {
     }
 }
 
-async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBlockRequest) -> Result<(), FrameError> {
+async fn get_block(
+    ctx: &ScContext,
+    stream: &UnixStream,
+    conn: u64,
+    req: ScGetBlockRequest,
+) -> Result<(), FrameError> {
     let Some(id) = req.block else {
-        return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse("missing block id"), &[]).await;
+        return sc::send(
+            stream,
+            CMD_GET_BLOCK | RESPONSE,
+            &refuse("missing block id"),
+            &[],
+        )
+        .await;
     };
     if let Some(t) = &ctx.tokens
         && let Err(e) = t.verify(&req.token, &id, "READ", ozone_common::now_ms())
     {
         ctx.metrics.sc_refused("token");
-        return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+        return sc::send(
+            stream,
+            CMD_GET_BLOCK | RESPONSE,
+            &refuse(e.to_string()),
+            &[],
+        )
+        .await;
     }
     let key = key_of(&id);
     // The slot is registered before the block is looked up, so a deletion
@@ -281,7 +324,13 @@ async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBl
                 GrantError::Deleted(..) => "deleted",
                 _ => "no_slot",
             });
-            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+            return sc::send(
+                stream,
+                CMD_GET_BLOCK | RESPONSE,
+                &refuse(e.to_string()),
+                &[],
+            )
+            .await;
         }
     };
     let store = ctx.store.clone();
@@ -289,10 +338,12 @@ async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBl
     let opened = tokio::task::spawn_blocking(move || {
         let b = store.committed_block(&id)?;
         let file = if want_fd {
-            Some(std::fs::File::open(&b.path).map_err(|source| StorageError::Io {
-                path: b.path.display().to_string(),
-                source,
-            })?)
+            Some(
+                std::fs::File::open(&b.path).map_err(|source| StorageError::Io {
+                    path: b.path.display().to_string(),
+                    source,
+                })?,
+            )
         } else {
             None
         };
@@ -308,11 +359,23 @@ async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBl
                 StorageError::NotCommitted(..) => "not_committed",
                 _ => "error",
             });
-            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+            return sc::send(
+                stream,
+                CMD_GET_BLOCK | RESPONSE,
+                &refuse(e.to_string()),
+                &[],
+            )
+            .await;
         }
         Err(e) => {
             ctx.store.slots().release(conn, slot);
-            return sc::send(stream, CMD_GET_BLOCK | RESPONSE, &refuse(e.to_string()), &[]).await;
+            return sc::send(
+                stream,
+                CMD_GET_BLOCK | RESPONSE,
+                &refuse(e.to_string()),
+                &[],
+            )
+            .await;
         }
     };
     let resp = ScGetBlockResponse {
@@ -335,6 +398,8 @@ async fn get_block(ctx: &ScContext, stream: &UnixStream, conn: u64, req: ScGetBl
 impl Metrics {
     /// Counts a short-circuit refusal by reason.
     pub fn sc_refused(&self, reason: &'static str) {
-        self.sc_refusals.get_or_create(&ReasonLabel { reason }).inc();
+        self.sc_refusals
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 }

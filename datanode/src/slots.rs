@@ -190,7 +190,11 @@ impl SlotRegistry {
         if st.tombstones.contains_key(&key) {
             return Err(GrantError::Deleted(key.0, key.1));
         }
-        let seg = st.segments.get(&conn).ok_or(GrantError::NoConnection)?.clone();
+        let seg = st
+            .segments
+            .get(&conn)
+            .ok_or(GrantError::NoConnection)?
+            .clone();
         let slot = seg.allocate(key).ok_or(GrantError::NoSlot(seg.slots()))?;
         st.by_block.entry(key).or_default().insert((conn, slot));
         Ok(slot)
@@ -222,7 +226,9 @@ impl SlotRegistry {
     /// Drops a closed connection: every slot of it is cleared and freed.
     pub fn remove_connection(&self, conn: u64) {
         let mut st = self.state.lock().expect("lock");
-        let Some(seg) = st.segments.remove(&conn) else { return };
+        let Some(seg) = st.segments.remove(&conn) else {
+            return;
+        };
         let used: Vec<(u32, BlockKey)> = seg.state.lock().expect("lock").used.drain().collect();
         for (slot, key) in used {
             seg.clear(slot);
@@ -240,7 +246,8 @@ impl SlotRegistry {
     pub fn invalidate(&self, keys: &[BlockKey]) -> usize {
         let mut st = self.state.lock().expect("lock");
         let now = Instant::now();
-        st.tombstones.retain(|_, t| now.duration_since(*t) < TOMBSTONE_TTL);
+        st.tombstones
+            .retain(|_, t| now.duration_since(*t) < TOMBSTONE_TTL);
         let mut cleared = 0;
         for key in keys {
             st.tombstones.insert(*key, now);
@@ -253,7 +260,8 @@ impl SlotRegistry {
                 }
             }
         }
-        self.invalidated.fetch_add(cleared as u64, Ordering::Relaxed);
+        self.invalidated
+            .fetch_add(cleared as u64, Ordering::Relaxed);
         cleared
     }
 
@@ -310,7 +318,15 @@ mod tests {
         let fd = seg.read_only_fd().unwrap();
         // SAFETY: mapping a segment read-only for the test.
         let map = unsafe {
-            mmap(None, NonZeroUsize::new(4 * SLOT_SIZE).unwrap(), ProtFlags::PROT_READ, MapFlags::MAP_SHARED, fd.as_fd(), 0).unwrap()
+            mmap(
+                None,
+                NonZeroUsize::new(4 * SLOT_SIZE).unwrap(),
+                ProtFlags::PROT_READ,
+                MapFlags::MAP_SHARED,
+                fd.as_fd(),
+                0,
+            )
+            .unwrap()
         };
         let word = unsafe { &*(map.as_ptr().cast::<u8>().add(SLOT_SIZE) as *const AtomicU64) };
         let s = seg.allocate((3, 4)).unwrap();
@@ -322,7 +338,14 @@ mod tests {
         assert_eq!(word.load(Ordering::Acquire), 0);
         // Writable mappings of the read-only fd are refused.
         let w = unsafe {
-            mmap(None, NonZeroUsize::new(SLOT_SIZE).unwrap(), ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, fd.as_fd(), 0)
+            mmap(
+                None,
+                NonZeroUsize::new(SLOT_SIZE).unwrap(),
+                ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd.as_fd(),
+                0,
+            )
         };
         assert!(w.is_err());
         unsafe { munmap(map, 4 * SLOT_SIZE).unwrap() };

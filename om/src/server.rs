@@ -61,7 +61,8 @@ impl OmConfig {
             )?,
             max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
             block_token_secret: conf.block_token_secret()?,
-            block_token_expiry: conf.duration(keys::BLOCK_TOKEN_EXPIRY, Duration::from_secs(24 * 3600))?,
+            block_token_expiry: conf
+                .duration(keys::BLOCK_TOKEN_EXPIRY, Duration::from_secs(24 * 3600))?,
         })
     }
 }

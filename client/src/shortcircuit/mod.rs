@@ -1,0 +1,459 @@
+//! Short-circuit reads: when a replica lives on this client's node, the
+//! local datanode hands over the block file's descriptor over its UNIX
+//! socket and the client reads the file itself.
+//!
+//! The local datanodes are found by connecting to every socket in the
+//! node's socket directory (`ozone.domain.socket.path`) and reading the
+//! datanode id from the handshake: pods have their own IPs, so an address
+//! says nothing about locality. Descriptors are cached (LRU with expiry)
+//! across every stream of a client; each is guarded by its slot's VALID
+//! bit, checked after every read. A socket failure disables short-circuit
+//! to that datanode for a back-off interval; reads then use gRPC.
+
+pub mod conn;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ozone_common::checksum::Checksummer;
+use ozone_proto::BlockId;
+
+pub use conn::{DnConn, ScError};
+
+/// Short-circuit settings of a client.
+#[derive(Debug, Clone)]
+pub struct ScConfig {
+    /// The node's socket directory.
+    pub dir: PathBuf,
+    /// Short-circuit off after a socket failure, per datanode.
+    pub backoff: Duration,
+    /// Cached block descriptors (LRU).
+    pub cache_size: usize,
+    /// A cached descriptor older than this is reopened.
+    pub cache_expiry: Duration,
+}
+
+/// Short-circuit counters.
+#[derive(Debug, Default)]
+pub struct ScStats {
+    /// Bytes read through short-circuit.
+    pub bytes: AtomicU64,
+    /// Block descriptors obtained from a datanode.
+    pub opens: AtomicU64,
+    /// Reads served from a cached descriptor.
+    pub cache_hits: AtomicU64,
+    /// Reads that had to open the block first.
+    pub cache_misses: AtomicU64,
+    /// Cached descriptors found invalidated.
+    pub invalidations: AtomicU64,
+    /// Reads that fell back to gRPC, by reason.
+    pub fallbacks: Mutex<HashMap<&'static str, u64>>,
+    /// Total time spent opening blocks, microseconds.
+    pub open_micros: AtomicU64,
+}
+
+/// An open block: its descriptor, checksums and guarding slot.
+pub struct ScBlock {
+    conn: Arc<DnConn>,
+    slot: u32,
+    id: BlockId,
+    file: File,
+    size: u64,
+    checksum: Checksummer,
+    checksums: Vec<u32>,
+    opened: Instant,
+}
+
+impl ScBlock {
+    /// Whether the datanode still vouches for this descriptor.
+    #[inline]
+    pub fn valid(&self) -> bool {
+        self.conn
+            .slot_valid(self.slot, self.id.container_id, self.id.local_id)
+    }
+
+    /// Block length.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+type Key = (u64, u64);
+
+struct Cache {
+    map: HashMap<Key, (Arc<ScBlock>, u64)>,
+    tick: u64,
+}
+
+/// The short-circuit state of one client.
+pub struct ShortCircuit {
+    cfg: ScConfig,
+    client_name: String,
+    conns: Mutex<HashMap<String, Arc<DnConn>>>,
+    /// Next directory scan allowed at (after a failure).
+    next_scan: Mutex<Option<Instant>>,
+    disabled_until: Mutex<HashMap<String, Instant>>,
+    cache: Mutex<Cache>,
+    /// Counters.
+    pub stats: ScStats,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl ShortCircuit {
+    /// Short-circuit state for a client named `client_name`.
+    pub fn new(cfg: ScConfig, client_name: String) -> Self {
+        Self {
+            cfg,
+            client_name,
+            conns: Mutex::new(HashMap::new()),
+            next_scan: Mutex::new(None),
+            disabled_until: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Cache {
+                map: HashMap::new(),
+                tick: 0,
+            }),
+            stats: ScStats::default(),
+        }
+    }
+
+    /// Connects to every datanode socket in the directory (once, or again
+    /// after a back-off); returns the ids of the local datanodes.
+    pub async fn discover(&self) -> Vec<String> {
+        let due = {
+            let mut next = self.next_scan.lock().expect("lock");
+            let due = next.is_none_or(|t| Instant::now() >= t);
+            if due {
+                *next = Some(Instant::now() + self.cfg.backoff);
+            }
+            due
+        };
+        if due {
+            let paths: Vec<PathBuf> = match std::fs::read_dir(&self.cfg.dir) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                    .collect(),
+                Err(e) => {
+                    tracing::debug!(dir = %self.cfg.dir.display(), "no short-circuit socket directory: {e}");
+                    Vec::new()
+                }
+            };
+            for p in paths {
+                match DnConn::connect(&p, &self.client_name).await {
+                    Ok(c) => {
+                        tracing::debug!(datanode = %c.datanode_id, socket = %p.display(), "local datanode found");
+                        self.conns
+                            .lock()
+                            .expect("lock")
+                            .insert(c.datanode_id.clone(), c);
+                    }
+                    Err(e) => {
+                        tracing::debug!(socket = %p.display(), "short-circuit socket unusable: {e}")
+                    }
+                }
+            }
+        }
+        self.conns
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(_, c)| c.alive())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Whether datanode `id` is known to be local (without scanning).
+    pub fn is_local(&self, id: &str) -> bool {
+        self.conns
+            .lock()
+            .expect("lock")
+            .get(id)
+            .is_some_and(|c| c.alive())
+    }
+
+    fn disabled(&self, dn: &str) -> bool {
+        let d = self.disabled_until.lock().expect("lock");
+        d.get(dn).is_some_and(|t| Instant::now() < *t)
+    }
+
+    /// Records a fallback; socket failures disable the datanode for the
+    /// back-off interval.
+    pub fn fell_back(&self, dn: &str, e: &ScError) {
+        *self
+            .stats
+            .fallbacks
+            .lock()
+            .expect("lock")
+            .entry(e.reason())
+            .or_default() += 1;
+        if matches!(e, ScError::Socket(_)) {
+            tracing::info!(datanode = %dn, "short-circuit disabled for {:?}: {e}", self.cfg.backoff);
+            self.disabled_until
+                .lock()
+                .expect("lock")
+                .insert(dn.to_string(), Instant::now() + self.cfg.backoff);
+            self.conns.lock().expect("lock").remove(dn);
+            *self.next_scan.lock().expect("lock") = Some(Instant::now() + self.cfg.backoff);
+            self.purge_conn(dn);
+        }
+    }
+
+    fn purge_conn(&self, dn: &str) {
+        let mut c = self.cache.lock().expect("lock");
+        c.map.retain(|_, (b, _)| b.conn.datanode_id != dn);
+    }
+
+    /// A connection to local datanode `dn`, reconnecting after back-off.
+    async fn conn(&self, dn: &str) -> Result<Arc<DnConn>, ScError> {
+        if self.disabled(dn) {
+            return Err(ScError::Socket(
+                "short-circuit to this datanode is backing off".into(),
+            ));
+        }
+        if let Some(c) = self
+            .conns
+            .lock()
+            .expect("lock")
+            .get(dn)
+            .filter(|c| c.alive())
+        {
+            return Ok(c.clone());
+        }
+        self.discover().await;
+        self.conns
+            .lock()
+            .expect("lock")
+            .get(dn)
+            .filter(|c| c.alive())
+            .cloned()
+            .ok_or_else(|| ScError::Socket(format!("datanode {dn} has no usable local socket")))
+    }
+
+    fn cached(&self, key: Key) -> Option<Arc<ScBlock>> {
+        let mut c = self.cache.lock().expect("lock");
+        c.tick += 1;
+        let tick = c.tick;
+        let (b, t) = c.map.get_mut(&key)?;
+        *t = tick;
+        Some(b.clone())
+    }
+
+    fn insert(&self, key: Key, b: Arc<ScBlock>) {
+        let mut evicted = Vec::new();
+        {
+            let mut c = self.cache.lock().expect("lock");
+            c.tick += 1;
+            let tick = c.tick;
+            if let Some((old, _)) = c.map.insert(key, (b, tick)) {
+                evicted.push(old);
+            }
+            while c.map.len() > self.cfg.cache_size.max(1) {
+                let oldest = c.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| *k);
+                match oldest.and_then(|k| c.map.remove(&k)) {
+                    Some((old, _)) => evicted.push(old),
+                    None => break,
+                }
+            }
+        }
+        for old in evicted {
+            Self::release(old);
+        }
+    }
+
+    fn release(b: Arc<ScBlock>) {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if Arc::strong_count(&b) == 1 && b.conn.alive() {
+                    b.conn.release(b.slot).await;
+                }
+            });
+        }
+    }
+
+    fn remove(&self, key: Key) {
+        let old = self.cache.lock().expect("lock").map.remove(&key);
+        if let Some((b, _)) = old {
+            Self::release(b);
+        }
+    }
+
+    /// The open block `id` on local datanode `dn`, from the cache or the
+    /// datanode.
+    pub async fn open(
+        &self,
+        dn: &str,
+        id: &BlockId,
+        token: &[u8],
+    ) -> Result<Arc<ScBlock>, ScError> {
+        let key = (id.container_id, id.local_id);
+        if let Some(b) = self.cached(key) {
+            if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(b);
+            }
+            if !b.valid() {
+                self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+            }
+            self.remove(key);
+        }
+        self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let conn = self.conn(dn).await?;
+        let t = Instant::now();
+        let (data, slot, file) = conn.get_block(id, token).await?;
+        let (checksum, checksums) = flatten(&data)?;
+        let b = Arc::new(ScBlock {
+            conn,
+            slot,
+            id: *id,
+            file,
+            size: data.size,
+            checksum,
+            checksums,
+            opened: Instant::now(),
+        });
+        self.stats.opens.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .open_micros
+            .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// Reads `out.len()` bytes at `offset` of an open block with `pread`,
+    /// verifying when asked: windows wholly inside `out` are checked in
+    /// place; only partial windows at the ends are read whole into a
+    /// reused scratch buffer. Data is returned only if the block is still
+    /// valid after the read.
+    pub fn read(
+        &self,
+        b: &ScBlock,
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<(), ScError> {
+        if !b.valid() {
+            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+            self.remove((b.id.container_id, b.id.local_id));
+            return Err(ScError::Invalidated);
+        }
+        let end = offset + out.len() as u64;
+        if end > b.size {
+            return Err(ScError::Refused(format!(
+                "read past the end of a {}-byte block",
+                b.size
+            )));
+        }
+        if verify && b.checksum.kind() != ozone_proto::ChecksumType::None {
+            read_verified(b, offset, out)?;
+        } else {
+            b.file.read_exact_at(out, offset).map_err(ScError::Io)?;
+        }
+        if !b.valid() {
+            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+            self.remove((b.id.container_id, b.id.local_id));
+            return Err(ScError::Invalidated);
+        }
+        self.stats
+            .bytes
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Cached descriptors.
+    pub fn cached_blocks(&self) -> usize {
+        self.cache.lock().expect("lock").map.len()
+    }
+
+    /// Drops every cached descriptor (releasing their slots).
+    pub fn clear_cache(&self) {
+        let all: Vec<_> = self
+            .cache
+            .lock()
+            .expect("lock")
+            .map
+            .drain()
+            .map(|(_, (b, _))| b)
+            .collect();
+        for b in all {
+            Self::release(b);
+        }
+    }
+}
+
+fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScError> {
+    let mut sums = Vec::new();
+    let mut ck = Checksummer::new(ozone_proto::ChecksumType::None, 1)?;
+    for (i, c) in data.chunks.iter().enumerate() {
+        let cd = c
+            .checksum
+            .as_ref()
+            .ok_or_else(|| ScError::Socket("chunk without checksums".into()))?;
+        if i == 0 {
+            ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
+        }
+        sums.extend_from_slice(&cd.checksums);
+    }
+    if sums.len() != ck.windows(data.size) && ck.kind() != ozone_proto::ChecksumType::None {
+        return Err(ScError::Socket(
+            "block checksums do not cover the block".into(),
+        ));
+    }
+    Ok((ck, sums))
+}
+
+fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<(), ScError> {
+    let bpc = b.checksum.bytes_per_checksum() as u64;
+    let end = offset + out.len() as u64;
+    if out.is_empty() {
+        return Ok(());
+    }
+    let w0 = offset / bpc;
+    let w_last = (end - 1) / bpc;
+    let mut w = w0;
+    while w <= w_last {
+        let ws = w * bpc;
+        let we = (ws + bpc).min(b.size);
+        let expected = b.checksums[w as usize..w as usize + 1].as_ref();
+        if ws >= offset && we <= end {
+            // Whole window inside the request: read and check in place. Take
+            // as many consecutive whole windows as fit.
+            let mut last = w;
+            while last < w_last && (last + 2) * bpc <= end {
+                last += 1;
+            }
+            let run_end = ((last + 1) * bpc).min(b.size);
+            let dst = &mut out[(ws - offset) as usize..(run_end - offset) as usize];
+            b.file.read_exact_at(dst, ws).map_err(ScError::Io)?;
+            b.checksum
+                .verify(dst, w, &b.checksums[w as usize..=last as usize])?;
+            w = last + 1;
+        } else {
+            // Partial window at an end of the request.
+            SCRATCH.with(|s| -> Result<(), ScError> {
+                let mut s = s.borrow_mut();
+                let n = (we - ws) as usize;
+                if s.len() < n {
+                    s.resize(n, 0);
+                }
+                let buf = &mut s[..n];
+                b.file.read_exact_at(buf, ws).map_err(ScError::Io)?;
+                b.checksum.verify(buf, w, expected)?;
+                let from = offset.max(ws);
+                let to = end.min(we);
+                out[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&buf[(from - ws) as usize..(to - ws) as usize]);
+                Ok(())
+            })?;
+            w += 1;
+        }
+    }
+    Ok(())
+}
