@@ -98,7 +98,11 @@ impl LocalCluster {
         }
         c.wait_healthy(c.spec.datanodes, Duration::from_secs(30))
             .await?;
-        let env = format!("OZONE_OM_ADDRESS={}\n", c.om_address());
+        let env = format!(
+            "OZONE_OM_ADDRESS={}\nOZONE_LOCAL_CLUSTER_DIR={}\n",
+            c.om_address(),
+            c.spec.dir.display()
+        );
         let p = c.spec.dir.join("cluster.env");
         std::fs::write(&p, env).map_err(io(&p))?;
         Ok(c)
@@ -119,9 +123,27 @@ impl LocalCluster {
         self.spec.dir.join(Self::node_name(i))
     }
 
-    /// A client of this cluster running on `node` (or on no datanode's node).
+    /// The short-circuit socket directory of node `name` in cluster `dir`.
+    pub fn socket_dir_of(dir: &Path, name: &str) -> PathBuf {
+        dir.join(name).join("sockets")
+    }
+
+    /// The short-circuit socket directory of datanode `i`'s node.
+    pub fn socket_dir(&self, i: usize) -> PathBuf {
+        Self::socket_dir_of(&self.spec.dir, &Self::node_name(i))
+    }
+
+    /// A client of this cluster running on `node` (or on no datanode's
+    /// node), reading short-circuit from that node's socket directory.
     pub fn client(&self, node: Option<&str>) -> Result<Client, LocalError> {
-        let mut cfg = ClientConfig::new(&self.om_address());
+        let mut conf = ozone_common::config::Conf::new();
+        if let Some(n) = node {
+            conf.set(
+                ozone_common::config::DOMAIN_SOCKET_PATH,
+                Self::socket_dir_of(&self.spec.dir, n).display().to_string(),
+            );
+        }
+        let mut cfg = ClientConfig::from_conf(&self.om_address(), &conf).map_err(ozone_client::ClientError::from)?;
         cfg.node_name = node.map(str::to_string);
         Ok(Client::connect(cfg)?)
     }
@@ -240,6 +262,18 @@ impl LocalCluster {
             ready.display().to_string(),
         ];
         args.extend(self.conf_args());
+        let sockets = self.socket_dir(i);
+        args.push("--set".into());
+        args.push(format!("{}={}", ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display()));
+        std::fs::create_dir_all(&sockets).map_err(io(&sockets))?;
+        std::fs::set_permissions(&sockets, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(io(&sockets))?;
+        if let Err(e) = ozone_datanode::socket_path::check(&sockets) {
+            // Typical under /tmp: fine for a local cluster, never for production.
+            tracing::debug!("local cluster socket directory fails the security check ({e}); skipping it");
+            args.push("--set".into());
+            args.push(format!("{}=true", ozone_common::config::DOMAIN_SOCKET_SKIP_CHECK));
+        }
         let mut child = self.spawn(&name, args)?;
         self.wait_file(&mut child, &ready, &name).await?;
         self.datanodes[i] = Some(child);

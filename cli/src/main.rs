@@ -174,6 +174,21 @@ impl Cli {
                     .map(str::to_string)
             })
             .context("no OM address: pass --om HOST:PORT or set OZONE_OM_ADDRESS")?;
+        let mut conf = conf;
+        if let Some(node) = &self.node
+            && conf.get(ozone_common::config::DOMAIN_SOCKET_PATH).is_none()
+        {
+            // On a local cluster, a node's socket directory is known.
+            if let Ok(dir) = std::env::var("OZONE_LOCAL_CLUSTER_DIR") {
+                let sockets = LocalCluster::socket_dir_of(std::path::Path::new(&dir), node);
+                conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display().to_string());
+            }
+        }
+        if let Ok(dir) = std::env::var("OZONE_DOMAIN_SOCKET_PATH")
+            && conf.get(ozone_common::config::DOMAIN_SOCKET_PATH).is_none()
+        {
+            conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, dir);
+        }
         let mut cfg = ClientConfig::from_conf(&om, &conf)?;
         if self.node.is_some() {
             cfg.node_name = self.node.clone();
@@ -305,12 +320,14 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 let secs = t.elapsed().as_secs_f64();
                 let s = client.stats();
                 eprintln!(
-                    "read {} from {path} in {secs:.2}s ({:.1} MiB/s); node-local replica: {} bytes, remote: {} bytes, short-circuit: 0 bytes",
+                    "read {} from {path} in {secs:.2}s ({:.1} MiB/s); node-local replica: {} bytes, remote: {} bytes, short-circuit: {} bytes",
                     human(n),
                     n as f64 / (1 << 20) as f64 / secs.max(1e-9),
                     s.local_bytes,
-                    s.remote_bytes
+                    s.remote_bytes,
+                    s.short_circuit_bytes
                 );
+                tracing::info!(short_circuit_bytes = s.short_circuit_bytes, fallbacks = ?client.short_circuit_fallbacks(), "read done");
             }
             KeyCmd::Ls { path, prefix } => {
                 let (v, b) = OzonePath::bucket_path(path)?;

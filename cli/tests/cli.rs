@@ -10,13 +10,15 @@ use std::time::Duration;
 use common::exe;
 use ozone_cli::data;
 
-fn ozone(om: &str, args: &[&str]) -> std::process::Output {
-    Command::new(exe())
-        .args(args)
-        .env("OZONE_OM_ADDRESS", om)
-        .env_remove("NODE_NAME")
-        .output()
-        .unwrap()
+/// Runs `ozone` with the `KEY=VALUE` lines of `env` (a cluster.env).
+fn ozone(env: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(exe());
+    cmd.args(args).env_remove("NODE_NAME");
+    for line in env.lines() {
+        let (k, v) = line.split_once('=').unwrap();
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
 }
 
 fn ok(om: &str, args: &[&str]) -> String {
@@ -56,10 +58,12 @@ fn local_up_then_shell_round_trips_50_mib() {
         .unwrap_or_else(|| panic!("got {line:?}"))
         .to_string();
     let env = std::fs::read_to_string(cluster_dir.join("cluster.env")).unwrap();
-    assert_eq!(env.trim(), format!("OZONE_OM_ADDRESS={om}"));
+    assert!(env.starts_with(&format!("OZONE_OM_ADDRESS={om}\n")), "{env}");
+    assert!(env.contains("OZONE_LOCAL_CLUSTER_DIR="), "{env}");
+    let om = env.as_str();
 
-    ok(&om, &["sh", "volume", "create", "/vol1"]);
-    ok(&om, &["sh", "bucket", "create", "/vol1/bucket1"]);
+    ok(om, &["sh", "volume", "create", "/vol1"]);
+    ok(om, &["sh", "bucket", "create", "/vol1/bucket1"]);
     let src = dir.path().join("in.bin");
     std::fs::write(&src, data::bytes(11, 50 << 20)).unwrap();
     ok(
@@ -96,16 +100,16 @@ fn local_up_then_shell_round_trips_50_mib() {
         "50 MiB round trip"
     );
 
-    let ls = ok(&om, &["sh", "key", "ls", "/vol1/bucket1"]);
+    let ls = ok(om, &["sh", "key", "ls", "/vol1/bucket1"]);
     assert_eq!(ls.trim(), "52428800\tdir/file.bin");
-    let info = ok(&om, &["sh", "key", "info", "/vol1/bucket1/dir/file.bin"]);
+    let info = ok(om, &["sh", "key", "info", "/vol1/bucket1/dir/file.bin"]);
     assert!(info.contains("size: 52428800"), "{info}");
     assert!(
         info.contains("checksum: CRC32C, 16384 bytes per checksum"),
         "{info}"
     );
     assert_eq!(info.matches("(HEALTHY)").count(), 3, "{info}");
-    let dns = ok(&om, &["admin", "datanode", "list"]);
+    let dns = ok(om, &["admin", "datanode", "list"]);
     assert_eq!(dns.lines().count(), 4, "{dns}");
     assert!(dns.contains("node3") && dns.contains("HEALTHY"), "{dns}");
 
@@ -121,10 +125,10 @@ fn local_up_then_shell_round_trips_50_mib() {
     );
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("key /vol1/bucket1/nope not found"));
-    let bad = ozone(&om, &["sh", "key", "put", "/vol1", src.to_str().unwrap()]);
+    let bad = ozone(om, &["sh", "key", "put", "/vol1", src.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("/volume/bucket/key"));
-    ok(&om, &["sh", "key", "rm", "/vol1/bucket1/dir/file.bin"]);
-    assert_eq!(ok(&om, &["sh", "key", "ls", "/vol1/bucket1"]).trim(), "");
+    ok(om, &["sh", "key", "rm", "/vol1/bucket1/dir/file.bin"]);
+    assert_eq!(ok(om, &["sh", "key", "ls", "/vol1/bucket1"]).trim(), "");
 
     // SIGTERM stops the cluster and its children cleanly.
     nix::sys::signal::kill(
