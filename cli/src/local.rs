@@ -143,7 +143,8 @@ impl LocalCluster {
                 Self::socket_dir_of(&self.spec.dir, n).display().to_string(),
             );
         }
-        let mut cfg = ClientConfig::from_conf(&self.om_address(), &conf).map_err(ozone_client::ClientError::from)?;
+        let mut cfg = ClientConfig::from_conf(&self.om_address(), &conf)
+            .map_err(ozone_client::ClientError::from)?;
         cfg.node_name = node.map(str::to_string);
         Ok(Client::connect(cfg)?)
     }
@@ -264,15 +265,27 @@ impl LocalCluster {
         args.extend(self.conf_args());
         let sockets = self.socket_dir(i);
         args.push("--set".into());
-        args.push(format!("{}={}", ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display()));
+        args.push(format!(
+            "{}={}",
+            ozone_common::config::DOMAIN_SOCKET_PATH,
+            sockets.display()
+        ));
         std::fs::create_dir_all(&sockets).map_err(io(&sockets))?;
-        std::fs::set_permissions(&sockets, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .map_err(io(&sockets))?;
+        std::fs::set_permissions(
+            &sockets,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .map_err(io(&sockets))?;
         if let Err(e) = ozone_datanode::socket_path::check(&sockets) {
             // Typical under /tmp: fine for a local cluster, never for production.
-            tracing::debug!("local cluster socket directory fails the security check ({e}); skipping it");
+            tracing::debug!(
+                "local cluster socket directory fails the security check ({e}); skipping it"
+            );
             args.push("--set".into());
-            args.push(format!("{}=true", ozone_common::config::DOMAIN_SOCKET_SKIP_CHECK));
+            args.push(format!(
+                "{}=true",
+                ozone_common::config::DOMAIN_SOCKET_SKIP_CHECK
+            ));
         }
         let mut child = self.spawn(&name, args)?;
         self.wait_file(&mut child, &ready, &name).await?;

@@ -181,7 +181,10 @@ impl Cli {
             // On a local cluster, a node's socket directory is known.
             if let Ok(dir) = std::env::var("OZONE_LOCAL_CLUSTER_DIR") {
                 let sockets = LocalCluster::socket_dir_of(std::path::Path::new(&dir), node);
-                conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display().to_string());
+                conf.set(
+                    ozone_common::config::DOMAIN_SOCKET_PATH,
+                    sockets.display().to_string(),
+                );
             }
         }
         if let Ok(dir) = std::env::var("OZONE_DOMAIN_SOCKET_PATH")

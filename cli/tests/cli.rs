@@ -58,7 +58,10 @@ fn local_up_then_shell_round_trips_50_mib() {
         .unwrap_or_else(|| panic!("got {line:?}"))
         .to_string();
     let env = std::fs::read_to_string(cluster_dir.join("cluster.env")).unwrap();
-    assert!(env.starts_with(&format!("OZONE_OM_ADDRESS={om}\n")), "{env}");
+    assert!(
+        env.starts_with(&format!("OZONE_OM_ADDRESS={om}\n")),
+        "{env}"
+    );
     assert!(env.contains("OZONE_LOCAL_CLUSTER_DIR="), "{env}");
     let om = env.as_str();
 
@@ -67,7 +70,7 @@ fn local_up_then_shell_round_trips_50_mib() {
     let src = dir.path().join("in.bin");
     std::fs::write(&src, data::bytes(11, 50 << 20)).unwrap();
     ok(
-        &om,
+        om,
         &[
             "sh",
             "key",
@@ -78,7 +81,7 @@ fn local_up_then_shell_round_trips_50_mib() {
     );
     let dst = dir.path().join("out.bin");
     let out = ozone(
-        &om,
+        om,
         &[
             "--node",
             "node2",
@@ -114,7 +117,7 @@ fn local_up_then_shell_round_trips_50_mib() {
     assert!(dns.contains("node3") && dns.contains("HEALTHY"), "{dns}");
 
     let missing = ozone(
-        &om,
+        om,
         &[
             "sh",
             "key",
@@ -149,7 +152,7 @@ fn local_up_then_shell_round_trips_50_mib() {
     };
     assert!(status.success());
     let gone = ozone(
-        &om,
+        om,
         &[
             "--set",
             "ozone.client.om.retry.timeout=0s",

@@ -204,7 +204,9 @@ impl KeyReader {
         let mut errors = Vec::new();
         for dn in self.replicas(b, id) {
             if let Some(sc) = &self.inner.sc
-                && sc.is_local(&dn.id)
+                && (sc.is_local(&dn.id)
+                    || (self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str())
+                        && sc.usable(&dn.id).await))
             {
                 let r = match sc.open(&dn.id, id, &b.token).await {
                     Ok(blk) => sc.read(&blk, offset, out, self.verifying()),

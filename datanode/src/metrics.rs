@@ -78,5 +78,25 @@ impl Metrics {
             "Bytes in committed blocks",
             self.used_bytes.clone(),
         );
+        r.register(
+            "sc_connections",
+            "Open short-circuit connections",
+            self.sc_connections.clone(),
+        );
+        r.register(
+            "sc_opens",
+            "Block fds handed out over the short-circuit socket",
+            self.sc_opens.clone(),
+        );
+        r.register(
+            "sc_refusals",
+            "Short-circuit refusals by reason",
+            self.sc_refusals.clone(),
+        );
+        r.register(
+            "sc_invalidations",
+            "Short-circuit slots invalidated by block deletion",
+            self.sc_invalidations.clone(),
+        );
     }
 }

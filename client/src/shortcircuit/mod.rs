@@ -179,6 +179,27 @@ impl ShortCircuit {
             .is_some_and(|c| c.alive())
     }
 
+    /// Whether datanode `id` can serve short-circuit now; rescans the
+    /// socket directory (at most once per back-off interval) when its
+    /// connection is gone, e.g. after a datanode restart.
+    pub async fn usable(&self, id: &str) -> bool {
+        if self.is_local(id) {
+            return true;
+        }
+        if self.disabled(id) {
+            return false;
+        }
+        let due = self
+            .next_scan
+            .lock()
+            .expect("lock")
+            .is_none_or(|t| Instant::now() >= t);
+        if due {
+            self.discover().await;
+        }
+        self.is_local(id)
+    }
+
     fn disabled(&self, dn: &str) -> bool {
         let d = self.disabled_until.lock().expect("lock");
         d.get(dn).is_some_and(|t| Instant::now() < *t)

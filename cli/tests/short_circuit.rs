@@ -1,0 +1,428 @@
+//! Short-circuit reads against real datanode processes and their sockets.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ozone_cli::data;
+use ozone_cli::local::LocalCluster;
+use ozone_client::Client;
+use ozone_client::shortcircuit::DnConn;
+
+/// A client on `node` reading short-circuit from that node's sockets.
+fn sc_client(c: &LocalCluster, node: &str, conf: &[&str]) -> Client {
+    let dir = LocalCluster::socket_dir_of(c.dir(), node);
+    let mut all: Vec<String> = vec![format!("ozone.domain.socket.path={}", dir.display())];
+    all.extend(conf.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    client(c, Some(node), &refs)
+}
+
+fn socket_of(c: &LocalCluster, i: usize) -> std::path::PathBuf {
+    c.socket_dir(i)
+        .join(format!("dn-{}.sock", c.datanode_id(i).unwrap()))
+}
+
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_circuit_reads_equal_grpc_reads_at_every_boundary() {
+    let tc = cluster(3, &["ozone.scm.block.size=256KB"]).await;
+    let c = &tc.cluster;
+    let conf = [
+        "ozone.client.bytes.per.checksum=16KB",
+        "ozone.scm.chunk.size=64KB",
+    ];
+    let w = client(c, Some("node1"), &conf);
+    bucket(&w).await;
+    let sc = sc_client(c, "node1", &[]);
+    let grpc = client(c, Some("node1"), &[]);
+    let (bpc, chunk, block) = (16 << 10, 64 << 10, 256 << 10);
+    let sizes = [
+        0,
+        1,
+        bpc - 1,
+        bpc,
+        bpc + 1,
+        chunk - 1,
+        chunk,
+        chunk + 1,
+        block - 1,
+        block,
+        block + 1,
+        3 * block + 5,
+    ];
+    let mut total = 0u64;
+    for (i, &size) in sizes.iter().enumerate() {
+        let name = format!("size-{size}");
+        let want = data::bytes(100 + i as u64, size);
+        put(&w, &name, &want, 9_999).await;
+        for verify in [true, false] {
+            let s = sc.with_verify_checksum(verify);
+            let g = grpc.with_verify_checksum(verify);
+            let via_sc = get(&s, &name, 5_000).await;
+            assert_eq!(
+                via_sc,
+                get(&g, &name, 5_000).await,
+                "{name} verify={verify}"
+            );
+            assert_eq!(via_sc, want);
+            assert_eq!(stream(&s, &name).await, want);
+            // Unaligned ranges inside and across windows and blocks.
+            if size > 40_000 {
+                let r = s.open_key("vol", "bucket", &name).await.unwrap();
+                for (off, len) in [
+                    (1usize, 3usize),
+                    (bpc - 1, 2),
+                    (bpc + 7, bpc * 2 + 3),
+                    (size - 40_000, 39_999),
+                ] {
+                    let mut buf = vec![0u8; len];
+                    r.read_exact_at(off as u64, &mut buf).await.unwrap();
+                    assert_eq!(buf, want[off..off + len], "{name} {off}+{len}");
+                    total += len as u64;
+                }
+            }
+            total += 2 * size as u64;
+        }
+    }
+    let st = sc.stats();
+    assert_eq!(
+        st.short_circuit_bytes, total,
+        "every byte came through short-circuit"
+    );
+    assert_eq!(st.short_circuit_fallbacks, 0);
+    assert!(st.fd_cache_hits > st.fd_cache_misses, "{st:?}");
+    assert_eq!(grpc.stats().short_circuit_bytes, 0);
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_datanode_mid_read_then_restart_recovers_short_circuit() {
+    let mut tc = cluster(3, &[]).await;
+    let w = client(&tc.cluster, Some("node1"), &[]);
+    bucket(&w).await;
+    let want = data::bytes(7, 3_000_000);
+    put(&w, "k", &want, 1 << 20).await;
+    let sc = sc_client(
+        &tc.cluster,
+        "node1",
+        &["ozone.client.read.short-circuit.backoff=1s"],
+    );
+    let r = sc.open_key("vol", "bucket", "k").await.unwrap();
+    let mut buf = vec![0u8; 1_000_000];
+    r.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(sc.stats().short_circuit_bytes, 1_000_000);
+    tc.cluster.kill_datanode(0).await;
+    // The rest of the read completes from another replica.
+    let mut rest = vec![0u8; 2_000_000];
+    r.read_exact_at(1_000_000, &mut rest).await.unwrap();
+    assert_eq!(rest, want[1_000_000..]);
+    let st = sc.stats();
+    assert_eq!(st.short_circuit_bytes, 1_000_000);
+    assert!(st.failovers >= 1, "{st:?}");
+    assert!(st.remote_bytes >= 2_000_000);
+    // Restarted: short-circuit comes back after the back-off.
+    tc.cluster.start_datanode(0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = sc.stats().short_circuit_bytes;
+        r.read_exact_at(0, &mut buf).await.unwrap();
+        assert_eq!(buf, want[..1_000_000]);
+        if sc.stats().short_circuit_bytes > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "short-circuit never recovered: {:?}",
+            sc.short_circuit_fallbacks()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tc.cluster.stop().await;
+}
+
+/// After the datanodes acknowledge a deletion (the block files are gone),
+/// no read returns the deleted block's data, even from a cached fd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_block_is_never_served_from_a_cached_fd() {
+    let tc = cluster(3, &[]).await;
+    let c = &tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    let want = data::bytes(8, 500_000);
+    let key = put(&w, "doomed", &want, 1 << 20).await;
+    let id = key.blocks[0].block.unwrap();
+    let sc = sc_client(c, "node1", &[]).with_verify_checksum(false);
+    let r = sc.open_key("vol", "bucket", "doomed").await.unwrap();
+    let mut buf = vec![0u8; 100_000];
+    r.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(sc.stats().short_circuit_opens, 1);
+    assert_eq!(sc.cached_block_fds(), 1);
+
+    // A reader hammering the key while it is deleted.
+    let hammer = {
+        let sc = sc.clone();
+        tokio::spawn(async move {
+            let r = sc.open_key("vol", "bucket", "doomed").await.unwrap();
+            let mut buf = vec![0u8; 65_536];
+            let mut ok = 0u64;
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                match r.read_at(4096, &mut buf).await {
+                    Ok(_) => ok += 1,
+                    Err(_) => return ok,
+                }
+            }
+            panic!("reads kept succeeding after deletion");
+        })
+    };
+    w.delete_key("vol", "bucket", "doomed").await.unwrap();
+    let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files.iter().any(|f| f.exists()) {
+        assert!(Instant::now() < deadline, "deletion never acknowledged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Acknowledged: every later read fails, none returns the old bytes.
+    for _ in 0..50 {
+        let e = r.read_exact_at(0, &mut buf).await;
+        assert!(e.is_err(), "read after deletion returned data");
+    }
+    assert!(sc.stats().invalidations >= 1, "{:?}", sc.stats());
+    let successes = hammer.await.unwrap();
+    assert!(successes >= 1);
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_tokens_guard_socket_and_grpc() {
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-test-secret").unwrap();
+    let tok = format!("hdds.block.token.secret.file={}", secret.display());
+    let tc = cluster(3, &["hdds.block.token.enabled=true", &tok]).await;
+    let c = &tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    let want = data::bytes(9, 200_000);
+    let key = put(&w, "k", &want, 1 << 20).await;
+    let sc = sc_client(c, "node1", &[]);
+    assert_eq!(get(&sc, "k", 50_000).await, want);
+    assert_eq!(sc.stats().short_circuit_bytes, want.len() as u64);
+    assert_eq!(
+        get(&w, "k", 50_000).await,
+        want,
+        "gRPC reads carry the token"
+    );
+
+    let id = key.blocks[0].block.unwrap();
+    let conn = DnConn::connect(&socket_of(c, 0), "test").await.unwrap();
+    let e = conn.get_block(&id, b"").await.err().unwrap();
+    assert!(e.to_string().contains("block token required"), "{e}");
+    let e = conn.get_block(&id, b"\x0a\x02garbage").await.err().unwrap();
+    assert!(e.to_string().contains("token"), "{e}");
+    // A token signed with another secret.
+    let forged = ozone_common::token::TokenSigner::new(&[1u8; 32])
+        .unwrap()
+        .sign(&id, "READ", u64::MAX);
+    let e = conn.get_block(&id, &forged).await.err().unwrap();
+    assert!(e.to_string().contains("signature"), "{e}");
+    let mut dn = ozone_proto::datanode_client::DatanodeClient::connect(format!(
+        "http://{}",
+        key.blocks[0].replicas[0].address
+    ))
+    .await
+    .unwrap();
+    let s = dn
+        .read_chunk(ozone_proto::ReadChunkRequest {
+            block: Some(id),
+            offset: 0,
+            len: 10,
+            with_checksums: false,
+            token: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), tonic::Code::PermissionDenied);
+    tc.cluster.stop().await;
+}
+
+#[test]
+fn datanode_refuses_an_unsafe_socket_directory() {
+    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let d = tempfile::tempdir_in(&base).unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sockets = d.path().join("sockets");
+    std::fs::create_dir(&sockets).unwrap();
+    std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = std::process::Command::new(exe())
+        .args(["datanode", "--data-dir"])
+        .arg(d.path().join("data"))
+        .arg("--metadata-dir")
+        .arg(d.path().join("meta"))
+        .args([
+            "--om",
+            "127.0.0.1:1",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--set")
+        .arg(format!("ozone.domain.socket.path={}", sockets.display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "socket path component {} is world-writable",
+            sockets.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("chmod o-w"), "{err}");
+}
+
+/// 100,000 open/release cycles leave both processes' fd counts where they
+/// started; garbage and truncated frames cost only their own connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_close_cycles_and_garbage_leak_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let tc = cluster(3, &[]).await;
+    let c = &tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    let key = put(&w, "k", &data::bytes(1, 10_000), 1 << 20).await;
+    let id = key.blocks[0].block.unwrap();
+    let dn_pid = c.datanode_pid(0).unwrap();
+    let me = std::process::id();
+    let conn = DnConn::connect(&socket_of(c, 0), "cycles").await.unwrap();
+    // Warm up, then measure.
+    let (_, slot, f) = conn.get_block(&id, b"").await.unwrap();
+    drop(f);
+    conn.release(slot).await;
+    let (mine, theirs) = (fd_count(me), fd_count(dn_pid));
+    for _ in 0..100_000 {
+        let (_, slot, f) = conn.get_block(&id, b"").await.unwrap();
+        drop(f);
+        conn.release(slot).await;
+    }
+    assert_eq!(fd_count(me), mine);
+    assert_eq!(fd_count(dn_pid), theirs);
+
+    // Garbage, truncated frames and vanishing clients.
+    let path = socket_of(c, 0);
+    let mut junk = Vec::new();
+    for i in 0..20u8 {
+        let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let payload: Vec<u8> = match i % 4 {
+            0 => data::bytes(i as u64, 1000),
+            1 => vec![1, 1, 0, 0],
+            2 => vec![1, 1, 0xff, 0xff, 0xff, 0xff, 1, 2, 3],
+            _ => vec![1, 2, 0, 0, 0, 10, 1, 2],
+        };
+        let _ = s.write_all(&payload).await;
+        if i % 2 == 0 {
+            drop(s);
+        } else {
+            junk.push(s);
+        }
+    }
+    // Unanswered handshakes (lost replies) leave no slot behind.
+    drop(conn);
+    drop(junk);
+    let sc = sc_client(c, "node1", &[]);
+    assert_eq!(get(&sc, "k", 4096).await, data::bytes(1, 10_000));
+    assert_eq!(sc.stats().short_circuit_bytes, 10_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = reqwest_metrics(c, 0).await;
+    assert!(
+        metrics.contains("ozone_datanode_sc_opens_total"),
+        "{metrics}"
+    );
+    tc.cluster.stop().await;
+}
+
+/// Fetches a datanode's /metrics over plain HTTP.
+async fn reqwest_metrics(c: &LocalCluster, i: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ready = std::fs::read_to_string(c.datanode_dir(i).join("ready")).unwrap();
+    let http = ready
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("http="))
+        .unwrap()
+        .to_string();
+    let mut s = tokio::net::TcpStream::connect(&http).await.unwrap();
+    s.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// The reader runs as another uid (as in a separate pod): it reaches the
+/// socket through the directory's permissions and reads via the passed fd;
+/// a datanode restricted to other uids refuses it and the read falls back.
+#[test]
+fn reader_with_another_uid() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch uid");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _guard = rt.enter();
+    for restricted in [false, true] {
+        let conf: &[&str] = if restricted {
+            &["ozone.domain.socket.allowed.uids=0"]
+        } else {
+            &[]
+        };
+        let tc = rt.block_on(cluster(3, conf));
+        let c = &tc.cluster;
+        std::fs::set_permissions(tc.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for i in 0..3 {
+            std::fs::set_permissions(c.datanode_dir(i), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let w = client(c, Some("node1"), &[]);
+        let want = data::bytes(3, 1_000_000);
+        rt.block_on(async {
+            bucket(&w).await;
+            put(&w, "k", &want, 1 << 20).await;
+        });
+        let out_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(out_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let dst = out_dir.path().join("out.bin");
+        let mut cmd = std::process::Command::new(exe());
+        cmd.args(["--node", "node1", "sh", "key", "get", "/vol/bucket/k"])
+            .arg(&dst)
+            .env("OZONE_OM_ADDRESS", c.om_address())
+            .env("OZONE_LOCAL_CLUSTER_DIR", c.dir())
+            .env_remove("NODE_NAME")
+            .uid(65534)
+            .gid(65534);
+        use std::os::unix::process::CommandExt;
+        let out = cmd.output().unwrap();
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{report}");
+        assert_eq!(std::fs::read(&dst).unwrap(), want);
+        if restricted {
+            assert!(report.contains("short-circuit: 0 bytes"), "{report}");
+        } else {
+            assert!(report.contains("short-circuit: 1000000 bytes"), "{report}");
+        }
+        rt.block_on(tc.cluster.stop());
+    }
+}
