@@ -31,11 +31,22 @@ fn ok(om: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Stops `ozone local up` even when the test fails.
+struct Up(std::process::Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn local_up_then_shell_round_trips_50_mib() {
     let dir = tempfile::tempdir().unwrap();
     let cluster_dir = dir.path().join("cluster");
-    let mut up = Command::new(exe())
+    let mut up = Up(Command::new(exe())
         .args([
             "local",
             "up",
@@ -47,9 +58,9 @@ fn local_up_then_shell_round_trips_50_mib() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap());
     let mut line = String::new();
-    BufReader::new(up.stdout.take().unwrap())
+    BufReader::new(up.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     let om = line
@@ -135,13 +146,13 @@ fn local_up_then_shell_round_trips_50_mib() {
 
     // SIGTERM stops the cluster and its children cleanly.
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::unistd::Pid::from_raw(up.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(s) = up.try_wait().unwrap() {
+        if let Some(s) = up.0.try_wait().unwrap() {
             break s;
         }
         assert!(

@@ -1,0 +1,364 @@
+//! `ozone-bench`: 64 KiB random positional reads, 16 threads, one shared
+//! stream per key, over {gRPC, short-circuit} x {1 MiB, 16 KiB bytes per
+//! checksum} x {verify on, off}, beside raw `pread` of the very block files,
+//! all in one run on one local cluster. Prints a markdown table (ratios to
+//! raw pread) and optionally JSON.
+//!
+//! `cargo run --release -p ozone-bench -- [--keys 16] [--key-mib 64] [--json out.json]`
+
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use ozone_cli::data;
+use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_client::{Client, ClientConfig, KeyReader};
+use ozone_common::config::Conf;
+use rand::Rng;
+
+#[derive(Parser)]
+#[command(name = "ozone-bench", about = "Ozone read benchmark")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// (internal) runs the OM for the benchmark's local cluster.
+    Om(ozone_om::cmd::OmArgs),
+    /// (internal) runs a datanode for the benchmark's local cluster.
+    Datanode(ozone_datanode::cmd::DatanodeArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct Args {
+    /// Keys per bytes-per-checksum setting.
+    #[arg(long, default_value_t = 16)]
+    keys: usize,
+    /// Size of each key, MiB.
+    #[arg(long, default_value_t = 64)]
+    key_mib: usize,
+    /// Concurrent readers.
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+    /// Read size, KiB.
+    #[arg(long, default_value_t = 64)]
+    read_kib: usize,
+    /// Length of one timed round, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Timed rounds per row (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Only these paths (comma list of grpc, sc).
+    #[arg(long, default_value = "grpc,sc")]
+    paths: String,
+}
+
+struct Row {
+    name: String,
+    path: &'static str,
+    bpc: u32,
+    verify: bool,
+    ops: f64,
+    disk_reads_kib: u64,
+}
+
+fn pgpgin() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("pgpgin ").and_then(|v| v.trim().parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Reads every file fully so it is in the page cache.
+fn warm(files: &[PathBuf]) {
+    let mut buf = vec![0u8; 1 << 20];
+    for f in files {
+        if let Ok(file) = std::fs::File::open(f) {
+            let mut off = 0u64;
+            while let Ok(n) = file.read_at(&mut buf, off) {
+                if n == 0 {
+                    break;
+                }
+                off += n as u64;
+            }
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[v.len() / 2]
+}
+
+/// Raw pread of the block files, `threads` OS threads.
+fn raw_round(files: &[(std::fs::File, u64)], a: &Args, secs: f64) -> f64 {
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    let len = a.read_kib << 10;
+    std::thread::scope(|s| {
+        for _ in 0..a.threads {
+            s.spawn(|| {
+                let mut rng = rand::rng();
+                let mut buf = vec![0u8; len];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let (f, size) = &files[rng.random_range(0..files.len())];
+                    let off = rng.random_range(0..size - len as u64);
+                    f.read_exact_at(&mut buf, off).expect("pread");
+                    n += 1;
+                }
+                ops.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+    });
+    ops.load(Ordering::Relaxed) as f64 / secs
+}
+
+async fn client_round(readers: &[Arc<KeyReader>], a: &Args, secs: f64) -> anyhow::Result<f64> {
+    // Each reader checks its own deadline: no reliance on timers.
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
+    let len = a.read_kib << 10;
+    let mut tasks = Vec::new();
+    for _ in 0..a.threads {
+        let readers = readers.to_vec();
+        tasks.push(tokio::spawn(async move {
+            let mut buf = vec![0u8; len];
+            let mut n = 0u64;
+            while std::time::Instant::now() < deadline {
+                let (i, off) = {
+                    let mut rng = rand::rng();
+                    let i = rng.random_range(0..readers.len());
+                    (i, rng.random_range(0..readers[i].size() - len as u64))
+                };
+                readers[i].read_exact_at(off, &mut buf).await?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await??;
+    }
+    Ok(total as f64 / secs)
+}
+
+async fn bench(a: Args) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    eprintln!("starting a local cluster in {}", dir.path().display());
+    let cluster = LocalCluster::start(LocalSpec {
+        dir: dir.path().to_path_buf(),
+        datanodes: 3,
+        exe: std::env::current_exe()?,
+        conf: vec!["ozone.scm.block.size=256MB".into()],
+    })
+    .await?;
+    let om = cluster.om_address();
+    let node = LocalCluster::node_name(0);
+    let sockets = cluster.socket_dir(0);
+    let mk = |bpc: u32, sc: bool| -> anyhow::Result<Client> {
+        let mut conf = Conf::new();
+        conf.set(ozone_common::config::BYTES_PER_CHECKSUM, bpc.to_string());
+        if sc {
+            conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display().to_string());
+        }
+        let mut cfg = ClientConfig::from_conf(&om, &conf)?;
+        cfg.node_name = Some(node.clone());
+        Ok(Client::connect(cfg)?)
+    };
+    let admin = mk(16 << 10, false)?;
+    admin.create_volume("bench").await?;
+    let size = a.key_mib << 20;
+    if size <= a.read_kib << 10 {
+        bail!("keys must be larger than one read");
+    }
+    let mut rows = Vec::new();
+    let mut all_files = Vec::new();
+    let mut per_bpc = Vec::new();
+    for bpc in [1u32 << 20, 16 << 10] {
+        let bucket = format!("b{bpc}");
+        admin.create_bucket("bench", &bucket).await?;
+        let w = mk(bpc, false)?;
+        eprintln!("writing {} keys of {} MiB, {} bytes per checksum", a.keys, a.key_mib, bpc);
+        let mut files = Vec::new();
+        for k in 0..a.keys {
+            let mut wr = w.create_key("bench", &bucket, &format!("k{k}")).await?;
+            let mut buf = vec![0u8; 4 << 20];
+            let mut off = 0;
+            while off < size {
+                let n = buf.len().min(size - off);
+                data::fill(k as u64, off as u64, &mut buf[..n]);
+                wr.write(&buf[..n]).await?;
+                off += n;
+            }
+            let key = wr.close().await?;
+            for b in &key.blocks {
+                let id = b.block.context("block id")?;
+                if b.replicas.first().map(|r| r.node_name.as_str()) != Some(node.as_str()) {
+                    bail!("first replica not on {node}");
+                }
+                let p = cluster
+                    .datanode_dir(0)
+                    .join("data/containers")
+                    .join(id.container_id.to_string())
+                    .join("chunks")
+                    .join(format!("{}.block", id.local_id));
+                files.push(p);
+            }
+        }
+        all_files.extend(files.iter().cloned());
+        per_bpc.push((bpc, bucket));
+    }
+    let raw_files: Vec<(std::fs::File, u64)> = all_files
+        .iter()
+        .map(|p| {
+            let f = std::fs::File::open(p)?;
+            let len = f.metadata()?.len();
+            Ok((f, len))
+        })
+        .collect::<std::io::Result<_>>()?;
+
+    // Raw pread baseline.
+    warm(&all_files);
+    let mut disk = 0;
+    let mut r = Vec::new();
+    raw_round(&raw_files, &a, a.seconds.min(1.0));
+    for _ in 0..a.rounds {
+        warm(&all_files);
+        let before = pgpgin();
+        r.push(raw_round(&raw_files, &a, a.seconds));
+        disk += pgpgin() - before;
+    }
+    rows.push(Row {
+        name: "raw pread of the block files".into(),
+        path: "raw",
+        bpc: 0,
+        verify: false,
+        ops: median(r),
+        disk_reads_kib: disk,
+    });
+
+    for path in ["grpc", "sc"] {
+        if !a.paths.split(',').any(|p| p == path) {
+            continue;
+        }
+        for (bpc, bucket) in &per_bpc {
+            for verify in [true, false] {
+                let c = mk(*bpc, path == "sc")?.with_verify_checksum(verify);
+                let mut readers = Vec::new();
+                for k in 0..a.keys {
+                    readers.push(Arc::new(c.open_key("bench", bucket, &format!("k{k}")).await?));
+                }
+                warm(&all_files);
+                client_round(&readers, &a, a.seconds.min(1.0)).await?;
+                let mut r = Vec::new();
+                let mut disk = 0;
+                for _ in 0..a.rounds {
+                    warm(&all_files);
+                    let before = pgpgin();
+                    r.push(client_round(&readers, &a, a.seconds).await?);
+                    disk += pgpgin() - before;
+                }
+                let s = c.stats();
+                if path == "sc" && s.short_circuit_fallbacks > 0 {
+                    eprintln!("warning: {} short-circuit fallbacks: {:?}", s.short_circuit_fallbacks, c.short_circuit_fallbacks());
+                }
+                let name = format!(
+                    "{}, {} bytes per checksum, verify {}",
+                    if path == "sc" { "short-circuit" } else { "gRPC" },
+                    if *bpc == 1 << 20 { "1 MiB".to_string() } else { format!("{} KiB", bpc >> 10) },
+                    if verify { "on" } else { "off" }
+                );
+                eprintln!("{name}: {:.0} ops/s", median(r.clone()));
+                rows.push(Row {
+                    name,
+                    path,
+                    bpc: *bpc,
+                    verify,
+                    ops: median(r),
+                    disk_reads_kib: disk,
+                });
+            }
+        }
+    }
+    cluster.stop().await;
+
+    let raw = rows[0].ops;
+    println!(
+        "\n{} KiB random positional reads, {} concurrent readers, {} keys x {} MiB per setting, median of {} x {:.1}s rounds\n",
+        a.read_kib, a.threads, a.keys, a.key_mib, a.rounds, a.seconds
+    );
+    println!("| read path | ops/s | MiB/s | ratio to raw pread | disk reads during row |");
+    println!("|---|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {:.0} | {:.0} | {:.3} | {} |",
+            r.name,
+            r.ops,
+            r.ops * a.read_kib as f64 / 1024.0,
+            r.ops / raw,
+            if r.disk_reads_kib > 1024 { format!("{} KiB", r.disk_reads_kib) } else { "none".into() }
+        );
+    }
+    if let Some(p) = &a.json {
+        let json = serde_json::json!({
+            "read_kib": a.read_kib,
+            "threads": a.threads,
+            "keys": a.keys,
+            "key_mib": a.key_mib,
+            "rounds": a.rounds,
+            "seconds": a.seconds,
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "name": r.name,
+                "path": r.path,
+                "bytes_per_checksum": r.bpc,
+                "verify": r.verify,
+                "ops_per_sec": r.ops,
+                "ratio_to_raw": r.ops / raw,
+                "disk_reads_kib": r.disk_reads_kib,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(p, serde_json::to_string_pretty(&json)?)?;
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Some(Cmd::Om(args)) => {
+            ozone_common::logging::init();
+            tokio::runtime::Runtime::new()?.block_on(ozone_om::cmd::run(args))
+        }
+        Some(Cmd::Datanode(args)) => {
+            ozone_common::logging::init();
+            tokio::runtime::Runtime::new()?.block_on(ozone_datanode::cmd::run(args))
+        }
+        None => {
+            let a = cli.args;
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(a.threads.max(1))
+                .enable_all()
+                .build()?
+                .block_on(bench(a))
+        }
+    }
+}
