@@ -78,8 +78,10 @@ fn pgpgin() -> u64 {
     std::fs::read_to_string("/proc/vmstat")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("pgpgin ").and_then(|v| v.trim().parse().ok()))
+            s.lines().find_map(|l| {
+                l.strip_prefix("pgpgin ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
         })
         .unwrap_or(0)
 }
@@ -177,7 +179,10 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         let mut conf = Conf::new();
         conf.set(ozone_common::config::BYTES_PER_CHECKSUM, bpc.to_string());
         if sc {
-            conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, sockets.display().to_string());
+            conf.set(
+                ozone_common::config::DOMAIN_SOCKET_PATH,
+                sockets.display().to_string(),
+            );
         }
         let mut cfg = ClientConfig::from_conf(&om, &conf)?;
         cfg.node_name = Some(node.clone());
@@ -196,7 +201,10 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         let bucket = format!("b{bpc}");
         admin.create_bucket("bench", &bucket).await?;
         let w = mk(bpc, false)?;
-        eprintln!("writing {} keys of {} MiB, {} bytes per checksum", a.keys, a.key_mib, bpc);
+        eprintln!(
+            "writing {} keys of {} MiB, {} bytes per checksum",
+            a.keys, a.key_mib, bpc
+        );
         let mut files = Vec::new();
         for k in 0..a.keys {
             let mut wr = w.create_key("bench", &bucket, &format!("k{k}")).await?;
@@ -264,7 +272,9 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                 let c = mk(*bpc, path == "sc")?.with_verify_checksum(verify);
                 let mut readers = Vec::new();
                 for k in 0..a.keys {
-                    readers.push(Arc::new(c.open_key("bench", bucket, &format!("k{k}")).await?));
+                    readers.push(Arc::new(
+                        c.open_key("bench", bucket, &format!("k{k}")).await?,
+                    ));
                 }
                 warm(&all_files);
                 client_round(&readers, &a, a.seconds.min(1.0)).await?;
@@ -278,12 +288,24 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                 }
                 let s = c.stats();
                 if path == "sc" && s.short_circuit_fallbacks > 0 {
-                    eprintln!("warning: {} short-circuit fallbacks: {:?}", s.short_circuit_fallbacks, c.short_circuit_fallbacks());
+                    eprintln!(
+                        "warning: {} short-circuit fallbacks: {:?}",
+                        s.short_circuit_fallbacks,
+                        c.short_circuit_fallbacks()
+                    );
                 }
                 let name = format!(
                     "{}, {} bytes per checksum, verify {}",
-                    if path == "sc" { "short-circuit" } else { "gRPC" },
-                    if *bpc == 1 << 20 { "1 MiB".to_string() } else { format!("{} KiB", bpc >> 10) },
+                    if path == "sc" {
+                        "short-circuit"
+                    } else {
+                        "gRPC"
+                    },
+                    if *bpc == 1 << 20 {
+                        "1 MiB".to_string()
+                    } else {
+                        format!("{} KiB", bpc >> 10)
+                    },
                     if verify { "on" } else { "off" }
                 );
                 eprintln!("{name}: {:.0} ops/s", median(r.clone()));
@@ -314,7 +336,11 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             r.ops,
             r.ops * a.read_kib as f64 / 1024.0,
             r.ops / raw,
-            if r.disk_reads_kib > 1024 { format!("{} KiB", r.disk_reads_kib) } else { "none".into() }
+            if r.disk_reads_kib > 1024 {
+                format!("{} KiB", r.disk_reads_kib)
+            } else {
+                "none".into()
+            }
         );
     }
     if let Some(p) = &a.json {

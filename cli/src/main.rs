@@ -123,6 +123,8 @@ enum KeyCmd {
     /// Deletes a key.
     #[command(alias = "delete")]
     Rm { path: String },
+    /// Prints the key's composite CRC (from block metadata, no data read).
+    Checksum { path: String },
 }
 
 #[derive(Subcommand)]
@@ -341,6 +343,11 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             KeyCmd::Info { path } => {
                 let (v, b, k) = OzonePath::key_path(path)?;
                 print_key(&client.key_info(&v, &b, &k).await?);
+            }
+            KeyCmd::Checksum { path } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                let c = client.key_checksum(&v, &b, &k).await?;
+                println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
             }
             KeyCmd::Rm { path } => {
                 let (v, b, k) = OzonePath::key_path(path)?;

@@ -228,3 +228,57 @@ async fn delete_removes_block_files() {
     let _ = LocalCluster::node_name(0);
     tc.cluster.stop().await;
 }
+
+/// The composite key checksum: the same for every bytes-per-checksum,
+/// equal to the CRC of the bytes, different when one byte differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_checksum_is_independent_of_bytes_per_checksum() {
+    use ozone_common::checksum::Checksummer;
+    use ozone_proto::ChecksumType;
+    let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
+    let c = &tc.cluster;
+    let admin = client(c, None, &[]);
+    bucket(&admin).await;
+    let want = data::bytes(77, 2_500_123);
+    for ck in ["CRC32C", "CRC32"] {
+        let mut sums = Vec::new();
+        for bpc in ["1000", "16KB", "1MB"] {
+            let conf = [
+                format!("ozone.client.checksum.type={ck}"),
+                format!("ozone.client.bytes.per.checksum={bpc}"),
+            ];
+            let conf: Vec<&str> = conf.iter().map(String::as_str).collect();
+            let w = client(c, None, &conf);
+            let name = format!("{ck}-{bpc}");
+            put(&w, &name, &want, 300_000).await;
+            sums.push(w.key_checksum("vol", "bucket", &name).await.unwrap());
+        }
+        assert!(sums.windows(2).all(|p| p[0] == p[1]), "{sums:?}");
+        let kind = if ck == "CRC32" {
+            ChecksumType::Crc32
+        } else {
+            ChecksumType::Crc32c
+        };
+        assert_eq!(
+            sums[0].crc,
+            Checksummer::new(kind, 1).unwrap().checksum(&want)
+        );
+        let mut changed = want.clone();
+        changed[1_234_567] ^= 1;
+        let w = client(c, None, &[&format!("ozone.client.checksum.type={ck}")]);
+        put(&w, "changed", &changed, 1 << 20).await;
+        assert_ne!(
+            w.key_checksum("vol", "bucket", "changed")
+                .await
+                .unwrap()
+                .crc,
+            sums[0].crc
+        );
+        put(&w, "empty", &[], 1).await;
+        assert_eq!(
+            w.key_checksum("vol", "bucket", "empty").await.unwrap().size,
+            0
+        );
+    }
+    tc.cluster.stop().await;
+}

@@ -15,13 +15,14 @@
 
 pub mod config;
 pub mod error;
+pub mod file_checksum;
 pub mod om;
 pub mod pool;
 pub mod reader;
 pub mod shortcircuit;
 pub mod writer;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,8 +74,8 @@ pub(crate) struct ClientInner {
     pub(crate) om: om::Om,
     pub(crate) pool: pool::Pool,
     pub(crate) stats: ReadStats,
-    /// Replicas found bad by this client: (container, local id, datanode).
-    pub(crate) bad: Mutex<HashSet<(u64, u64, String)>>,
+    /// Replicas found bad by this client: (container, local id) -> datanodes.
+    pub(crate) bad: Mutex<HashMap<(u64, u64), Vec<String>>>,
     /// Short-circuit state, when enabled.
     pub(crate) sc: Option<shortcircuit::ShortCircuit>,
 }
@@ -157,7 +158,7 @@ impl Client {
                 config,
                 om,
                 stats: ReadStats::default(),
-                bad: Mutex::new(HashSet::new()),
+                bad: Mutex::new(HashMap::new()),
             }),
             verify,
         })
@@ -335,6 +336,18 @@ impl Client {
     /// Metadata of a committed key, with block locations.
     pub async fn key_info(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo> {
         self.inner.lookup(volume, bucket, name).await
+    }
+
+    /// The composite CRC of a whole key, from block metadata only (the
+    /// same for any bytes-per-checksum the key was written with).
+    pub async fn key_checksum(
+        &self,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+    ) -> Result<file_checksum::FileChecksum> {
+        let key = self.inner.lookup(volume, bucket, name).await?;
+        file_checksum::compute(&self.inner, &key).await
     }
 
     /// Deletes a key.

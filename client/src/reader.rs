@@ -17,23 +17,57 @@ use crate::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::shortcircuit::ScError;
 
+/// Most replicas of one block a reader considers.
+pub const MAX_REPLICAS: usize = 16;
+
+/// Replicas in read order, kept inline (no heap allocation per read).
+pub struct Ordered<'a> {
+    items: [Option<&'a DatanodeDetails>; MAX_REPLICAS],
+    len: usize,
+}
+
+impl<'a> Ordered<'a> {
+    /// The replicas, best first.
+    pub fn iter(&self) -> impl Iterator<Item = &'a DatanodeDetails> + '_ {
+        self.items[..self.len].iter().map(|d| d.expect("filled"))
+    }
+}
+
 /// Orders replicas for reading: known-bad last, then the reader's node
-/// first, then healthy ones; otherwise the OM's order.
+/// (or a datanode reachable through its local socket) first, then healthy
+/// ones; otherwise the OM's order. At most [`MAX_REPLICAS`] are kept.
 pub fn order_replicas<'a>(
     replicas: &'a [DatanodeDetails],
     node_name: Option<&str>,
     is_bad: impl Fn(&str) -> bool,
     is_local: impl Fn(&str) -> bool,
-) -> Vec<&'a DatanodeDetails> {
-    let mut v: Vec<&DatanodeDetails> = replicas.iter().collect();
-    v.sort_by_key(|r| {
+) -> Ordered<'a> {
+    let rank = |r: &DatanodeDetails| {
         (
             is_bad(&r.id),
             !(is_local(&r.id) || node_name == Some(r.node_name.as_str())),
             r.state != NodeState::Healthy as i32,
         )
-    });
-    v
+    };
+    let mut out = Ordered {
+        items: [None; MAX_REPLICAS],
+        len: 0,
+    };
+    let mut ranks = [(false, false, false); MAX_REPLICAS];
+    for r in replicas.iter().take(MAX_REPLICAS) {
+        let k = rank(r);
+        // Stable insertion sort.
+        let mut at = out.len;
+        while at > 0 && ranks[at - 1] > k {
+            ranks[at] = ranks[at - 1];
+            out.items[at] = out.items[at - 1];
+            at -= 1;
+        }
+        ranks[at] = k;
+        out.items[at] = Some(r);
+        out.len += 1;
+    }
+    out
 }
 
 /// An open key; each reader has its own verify-checksum switch.
@@ -134,14 +168,14 @@ impl KeyReader {
     }
 
     fn is_bad(&self, block: &BlockId, dn: &str) -> bool {
-        self.inner.bad.lock().expect("lock").contains(&(
-            block.container_id,
-            block.local_id,
-            dn.to_string(),
-        ))
+        let bad = self.inner.bad.lock().expect("lock");
+        !bad.is_empty()
+            && bad
+                .get(&(block.container_id, block.local_id))
+                .is_some_and(|v| v.iter().any(|d| d == dn))
     }
 
-    fn replicas<'a>(&'a self, b: &'a KeyBlock, id: &BlockId) -> Vec<&'a DatanodeDetails> {
+    fn replicas<'a>(&'a self, b: &'a KeyBlock, id: &BlockId) -> Ordered<'a> {
         order_replicas(
             &b.replicas,
             self.inner.config.node_name.as_deref(),
@@ -179,11 +213,13 @@ impl KeyReader {
                     .checksum_failures
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(block = %id.display(), datanode = %dn.id, "checksum mismatch: {c}");
-                self.inner.bad.lock().expect("lock").insert((
-                    id.container_id,
-                    id.local_id,
-                    dn.id.clone(),
-                ));
+                self.inner
+                    .bad
+                    .lock()
+                    .expect("lock")
+                    .entry((id.container_id, id.local_id))
+                    .or_default()
+                    .push(dn.id.clone());
                 self.inner.report_bad(id, &dn.id, &c.to_string()).await;
                 errors.push(format!("{}: {c}", dn.id));
             }
@@ -202,7 +238,7 @@ impl KeyReader {
             .as_ref()
             .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
         let mut errors = Vec::new();
-        for dn in self.replicas(b, id) {
+        for dn in self.replicas(b, id).iter() {
             if let Some(sc) = &self.inner.sc
                 && (sc.is_local(&dn.id)
                     || (self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str())
@@ -340,7 +376,7 @@ impl KeyReader {
                 .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
             let mut pos = 0u64;
             let mut errors = Vec::new();
-            for dn in self.replicas(b, id) {
+            for dn in self.replicas(b, id).iter() {
                 let start = pos;
                 match self
                     .stream_replica(dn, id, &b.token, &mut pos, b.length, w)

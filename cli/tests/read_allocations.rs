@@ -1,0 +1,88 @@
+//! A short-circuit positional read allocates nothing on the heap (after the
+//! block is open), verified or not. Counted by a global allocator.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::*;
+use ozone_cli::data;
+use ozone_cli::local::LocalCluster;
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn short_circuit_reads_do_not_allocate() {
+    // One thread: nothing else in this process runs while counting.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tc = cluster(3, &[]).await;
+        let c = &tc.cluster;
+        let dir = LocalCluster::socket_dir_of(c.dir(), "node1");
+        let sockets = format!("ozone.domain.socket.path={}", dir.display());
+        let w = client(c, Some("node1"), &[&sockets]);
+        bucket(&w).await;
+        let want = data::bytes(5, 4 << 20);
+        put(&w, "k", &want, 1 << 20).await;
+        for verify in [false, true] {
+            let r = w
+                .with_verify_checksum(verify)
+                .open_key("vol", "bucket", "k")
+                .await
+                .unwrap();
+            let mut buf = vec![0u8; 65_536];
+            let offsets: Vec<u64> = (0..1000u64)
+                .map(|i| (i * 40_009) % ((4 << 20) - 65_536))
+                .collect();
+            // Warm up: opens the block, fills the scratch buffer and the caches.
+            for &o in &offsets {
+                r.read_exact_at(o, &mut buf).await.unwrap();
+            }
+            let before = w.stats().short_circuit_bytes;
+            ALLOCS.store(0, Ordering::Relaxed);
+            COUNTING.store(true, Ordering::Relaxed);
+            for &o in &offsets {
+                r.read_exact_at(o, &mut buf).await.unwrap();
+            }
+            COUNTING.store(false, Ordering::Relaxed);
+            let n = ALLOCS.load(Ordering::Relaxed);
+            assert_eq!(
+                w.stats().short_circuit_bytes - before,
+                1000 * 65_536,
+                "all reads short-circuit"
+            );
+            let o = *offsets.last().unwrap() as usize;
+            assert_eq!(buf, want[o..o + 65_536]);
+            assert_eq!(n, 0, "{n} heap allocations in 1000 reads (verify {verify})");
+        }
+        tc.cluster.stop().await;
+    });
+}
