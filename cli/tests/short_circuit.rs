@@ -120,6 +120,9 @@ async fn killed_datanode_mid_read_then_restart_recovers_short_circuit() {
     r.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(sc.stats().short_circuit_bytes, 1_000_000);
     tc.cluster.kill_datanode(0).await;
+    // The client notices the closed socket within milliseconds (until then
+    // the open descriptor still reads the committed, immutable block).
+    tokio::time::sleep(Duration::from_millis(200)).await;
     // The rest of the read completes from another replica.
     let mut rest = vec![0u8; 2_000_000];
     r.read_exact_at(1_000_000, &mut rest).await.unwrap();
