@@ -119,11 +119,26 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
         total / secs
     );
     println!(
-        "replicas used: node-local {} MiB, remote {} MiB, checksum failures {}, failovers {}",
+        "replicas used: node-local {} MiB (short-circuit {} MiB, {} block fds opened), remote {} MiB, checksum failures {}, failovers {}",
         s.local_bytes >> 20,
+        s.short_circuit_bytes >> 20,
+        s.short_circuit_opens,
         s.remote_bytes >> 20,
         s.checksum_failures,
         s.failovers
+    );
+    let elsewhere = cluster.client(None)?;
+    let r = elsewhere.open_key("demo", "data", "key-0").await?;
+    let mut buf = vec![0u8; 4 << 20];
+    let t = Instant::now();
+    let mut off = 0u64;
+    while off < r.size() {
+        off += r.read_at(off, &mut buf).await? as u64;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "the same key-0 from a node without a datanode (gRPC): {:.0} MiB/s",
+        r.size() as f64 / (1 << 20) as f64 / secs
     );
     Ok(())
 }

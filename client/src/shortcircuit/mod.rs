@@ -97,6 +97,8 @@ pub struct ShortCircuit {
     conns: Mutex<HashMap<String, Arc<DnConn>>>,
     /// Next directory scan allowed at (after a failure).
     next_scan: Mutex<Option<Instant>>,
+    /// Held during a scan, so concurrent callers wait for its result.
+    scanning: tokio::sync::Mutex<()>,
     disabled_until: Mutex<HashMap<String, Instant>>,
     cache: Mutex<Cache>,
     /// Counters.
@@ -115,6 +117,7 @@ impl ShortCircuit {
             client_name,
             conns: Mutex::new(HashMap::new()),
             next_scan: Mutex::new(None),
+            scanning: tokio::sync::Mutex::new(()),
             disabled_until: Mutex::new(HashMap::new()),
             cache: Mutex::new(Cache {
                 map: HashMap::new(),
@@ -127,6 +130,7 @@ impl ShortCircuit {
     /// Connects to every datanode socket in the directory (once, or again
     /// after a back-off); returns the ids of the local datanodes.
     pub async fn discover(&self) -> Vec<String> {
+        let _scan = self.scanning.lock().await;
         let due = {
             let mut next = self.next_scan.lock().expect("lock");
             let due = next.is_none_or(|t| Instant::now() >= t);
