@@ -136,6 +136,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
         len,
         with_checksums: true,
         token: Vec::new(),
+        coarse_checksums: false,
     };
     let s = dn.read_chunk(read(49_999, 2)).await.unwrap_err();
     assert_eq!(s.code(), Code::OutOfRange, "{}", s.message());
@@ -157,6 +158,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             len: 1,
             with_checksums: false,
             token: Vec::new(),
+            coarse_checksums: false,
         })
         .await
         .unwrap_err();
@@ -185,6 +187,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             bytes_per_checksum: 16384,
             checksums: sums,
         }),
+        fine_checksum: None,
     };
     let s = dn
         .write_chunk(WriteChunkRequest {

@@ -53,6 +53,7 @@ async fn datanode_sigkill_mid_write_commits_three_good_replicas() {
                     len: b.length,
                     with_checksums: true,
                     token: Vec::new(),
+                    coarse_checksums: true,
                 })
                 .await
                 .unwrap()

@@ -251,6 +251,7 @@ async fn block_tokens_guard_socket_and_grpc() {
             len: 10,
             with_checksums: false,
             token: Vec::new(),
+            coarse_checksums: false,
         })
         .await
         .unwrap_err();
@@ -428,4 +429,85 @@ fn reader_with_another_uid() {
         }
         rt.block_on(tc.cluster.stop());
     }
+}
+
+/// Verified reads check only the fine windows covering the request, on
+/// gRPC and short-circuit, whatever the key's bytes-per-checksum;
+/// corruption inside the range is caught, corruption outside it is not this
+/// read's error; per-stream switches in one process are independent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_without_widening() {
+    let tc = cluster(3, &[]).await;
+    let c = &tc.cluster;
+    let admin = client(c, None, &[]);
+    bucket(&admin).await;
+    let want = data::bytes(21, 3 << 20);
+    for bpc in ["16KB", "1MB"] {
+        let conf = format!("ozone.client.bytes.per.checksum={bpc}");
+        let w = client(c, Some("node1"), &[&conf]);
+        let name = format!("k-{bpc}");
+        let key = put(&w, &name, &want, 1 << 20).await;
+        for via_sc in [false, true] {
+            let r = if via_sc {
+                sc_client(c, "node1", &[])
+            } else {
+                client(c, Some("node1"), &[])
+            };
+            let k = r.open_key("vol", "bucket", &name).await.unwrap();
+            let mut buf = vec![0u8; 65_536];
+            let before = r.stats().checksummed_bytes;
+            k.read_exact_at(1_000_003, &mut buf).await.unwrap();
+            assert_eq!(buf, want[1_000_003..1_065_539]);
+            let checked = r.stats().checksummed_bytes - before;
+            assert!(
+                checked <= 65_536 + 2 * 16_384,
+                "{bpc} sc={via_sc}: {checked} bytes checksummed"
+            );
+            assert!(checked >= 65_536);
+        }
+        // Corrupt node1's replica at byte 2,000,000.
+        let id = key.blocks[0].block.unwrap();
+        let path = block_file(c, 0, &id);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        use std::os::unix::fs::FileExt;
+        let mut byte = [0u8; 1];
+        f.read_exact_at(&mut byte, 2_000_000).unwrap();
+        f.write_all_at(&[byte[0] ^ 0x40], 2_000_000).unwrap();
+        drop(f);
+        let sc = sc_client(c, "node1", &[]);
+        // Another client instance in this process, verification off (one
+        // that has not learnt the replica is bad).
+        let raw = sc_client(c, "node1", &[]).with_verify_checksum(false);
+        let k = sc.open_key("vol", "bucket", &name).await.unwrap();
+        let mut buf = vec![0u8; 65_536];
+        // Outside the corrupt 16 KiB window (but inside its 1 MiB window).
+        k.read_exact_at(2_000_000 - 40_000, &mut buf[..20_000])
+            .await
+            .unwrap();
+        assert_eq!(&buf[..20_000], &want[1_960_000..1_980_000]);
+        assert_eq!(
+            sc.stats().checksum_failures,
+            0,
+            "{bpc}: not this read's error"
+        );
+        assert_eq!(sc.stats().short_circuit_bytes, 20_000);
+        // Inside: caught, and the right bytes come from another replica.
+        k.read_exact_at(1_990_000, &mut buf).await.unwrap();
+        assert_eq!(buf, want[1_990_000..2_055_536]);
+        assert_eq!(sc.stats().checksum_failures, 1, "{bpc}");
+        // The verify-off instance sees the stored byte.
+        let kr = raw.open_key("vol", "bucket", &name).await.unwrap();
+        kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
+        assert_eq!(buf[10_000], want[2_000_000] ^ 0x40);
+        // Re-enable verification on that one stream only.
+        let mut kr = kr;
+        kr.set_verify_checksum(true);
+        kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
+        assert_eq!(buf, want[1_990_000..2_055_536]);
+    }
+    tc.cluster.stop().await;
 }

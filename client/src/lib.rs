@@ -46,6 +46,8 @@ pub struct ReadStats {
     pub checksum_failures: AtomicU64,
     /// Reads moved to another replica.
     pub failovers: AtomicU64,
+    /// Bytes checksummed by verifying reads (requested bytes plus widening).
+    pub checksummed_bytes: AtomicU64,
 }
 
 /// A snapshot of [`ReadStats`].
@@ -55,6 +57,8 @@ pub struct ReadStatsSnapshot {
     pub remote_bytes: u64,
     pub checksum_failures: u64,
     pub failovers: u64,
+    /// Bytes checksummed by verifying reads (requested bytes plus widening).
+    pub checksummed_bytes: u64,
     /// Bytes read through short-circuit (also counted in `local_bytes`).
     pub short_circuit_bytes: u64,
     /// Block descriptors obtained over the socket.
@@ -191,6 +195,7 @@ impl Client {
             remote_bytes: s.remote_bytes.load(Ordering::Relaxed),
             checksum_failures: s.checksum_failures.load(Ordering::Relaxed),
             failovers: s.failovers.load(Ordering::Relaxed),
+            checksummed_bytes: s.checksummed_bytes.load(Ordering::Relaxed),
             ..Default::default()
         };
         if let Some(sc) = &self.inner.sc {
@@ -201,6 +206,7 @@ impl Client {
             snap.fd_cache_misses = c.cache_misses.load(Ordering::Relaxed);
             snap.invalidations = c.invalidations.load(Ordering::Relaxed);
             snap.short_circuit_fallbacks = c.fallbacks.lock().expect("lock").values().sum();
+            snap.checksummed_bytes += c.checksummed_bytes.load(Ordering::Relaxed);
         }
         snap
     }

@@ -307,6 +307,7 @@ impl KeyReader {
                     len: n as u64,
                     with_checksums: self.verifying(),
                     token: token.to_vec(),
+                    coarse_checksums: false,
                 })
                 .await
                 .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
@@ -335,18 +336,27 @@ impl KeyReader {
                 .checksum
                 .as_ref()
                 .ok_or_else(|| ReplicaError::Other("datanode sent no checksums".into()))?;
-            let bpc = self.checksum.bytes_per_checksum() as u64;
+            // The datanode may answer with finer windows than the key's
+            // (it keeps 16 KiB windows); they must divide the key's.
+            let key_bpc = self.checksum.bytes_per_checksum() as u64;
+            let bpc = cd.bytes_per_checksum as u64;
             if cd.r#type != self.checksum.kind() as i32
-                || cd.bytes_per_checksum as u64 != bpc
+                || bpc == 0
+                || !key_bpc.is_multiple_of(bpc)
                 || !r.data_offset.is_multiple_of(bpc)
             {
                 return Err(ReplicaError::Other(
                     "datanode checksums do not match the key's checksum settings".into(),
                 ));
             }
-            self.checksum
-                .verify(&r.data, r.data_offset / bpc, &cd.checksums)
+            let ck = Checksummer::new(self.checksum.kind(), bpc as u32)
+                .map_err(|e| ReplicaError::Other(e.to_string()))?;
+            ck.verify(&r.data, r.data_offset / bpc, &cd.checksums)
                 .map_err(ReplicaError::Checksum)?;
+            self.inner
+                .stats
+                .checksummed_bytes
+                .fetch_add(r.data.len() as u64, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -428,6 +438,7 @@ impl KeyReader {
                 with_checksums: self.verifying(),
                 piece_size: 1 << 20,
                 token: token.to_vec(),
+                coarse_checksums: false,
             })
             .await
             .map_err(other)?

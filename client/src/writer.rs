@@ -155,6 +155,7 @@ impl KeyWriter {
                 bytes_per_checksum: ck.bytes_per_checksum(),
                 checksums: ck.compute(&data),
             }),
+            fine_checksum: None,
         };
         cur.written += info.len;
         cur.chunks.push((info.clone(), data.clone()));

@@ -168,9 +168,9 @@ impl Datanode for DatanodeService {
                 r.len, self.max_read
             )));
         }
-        let (off, len, with) = (r.offset, r.len, r.with_checksums);
+        let (off, len, with, coarse) = (r.offset, r.len, r.with_checksums, r.coarse_checksums);
         let (data_offset, data, checksum) = self
-            .blocking("ReadChunk", move |s| s.read(&id, off, len, with))
+            .blocking("ReadChunk", move |s| s.read(&id, off, len, with, coarse))
             .await?;
         self.metrics.bytes_read.inc_by(data.len() as u64);
         Ok(Response::new(ReadChunkResponse {
@@ -206,7 +206,10 @@ impl Datanode for DatanodeService {
                     size,
                 })
             })?;
-        let bpc = b.checksummer.bytes_per_checksum() as u64;
+        let bpc = match &b.fine {
+            Some((f, _)) if !r.coarse_checksums => f.bytes_per_checksum() as u64,
+            _ => b.checksummer.bytes_per_checksum() as u64,
+        };
         let mut piece = (r.piece_size as u64).clamp(64 << 10, MAX_PIECE);
         if r.with_checksums {
             piece = piece.div_ceil(bpc) * bpc;
@@ -222,11 +225,14 @@ impl Datanode for DatanodeService {
                 } else {
                     (pos + piece).min(end)
                 };
-                let (s, id2, with) = (store.clone(), id, r.with_checksums);
-                let res = tokio::task::spawn_blocking(move || s.read(&id2, pos, stop - pos, with))
-                    .await
-                    .map_err(|e| Status::internal(e.to_string()))
-                    .and_then(|r| r.map_err(Status::from));
+                let (s, id2, with, coarse) =
+                    (store.clone(), id, r.with_checksums, r.coarse_checksums);
+                let res = tokio::task::spawn_blocking(move || {
+                    s.read(&id2, pos, stop - pos, with, coarse)
+                })
+                .await
+                .map_err(|e| Status::internal(e.to_string()))
+                .and_then(|r| r.map_err(Status::from));
                 let msg = res.map(|(data_offset, data, checksum)| {
                     metrics.bytes_read.inc_by(data.len() as u64);
                     ReadChunkResponse {

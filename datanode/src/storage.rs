@@ -31,6 +31,67 @@ const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks"
 /// Largest block accepted (bounds offsets in requests).
 pub const MAX_BLOCK_SIZE: u64 = 16 << 30;
 
+/// Fine checksum window the datanode keeps whatever a key's window is, so
+/// a verified read checks only the 16 KiB windows it touches.
+pub const FINE_WINDOW: u32 = 16 * 1024;
+
+/// The fine checksummer for a key's checksummer, when its windows are a
+/// larger multiple of [`FINE_WINDOW`].
+pub fn fine_of(ck: &Checksummer) -> Option<Checksummer> {
+    let bpc = ck.bytes_per_checksum();
+    if ck.kind() == ozone_proto::ChecksumType::None || bpc <= FINE_WINDOW || bpc % FINE_WINDOW != 0
+    {
+        return None;
+    }
+    Checksummer::new(ck.kind(), FINE_WINDOW).ok()
+}
+
+/// Checks that the fine checksums of `len` bytes combine into the coarse
+/// ones; `first_coarse` is the index of the first coarse window (for errors).
+pub fn check_fine_against_coarse(
+    ck: &Checksummer,
+    fine: &[u32],
+    coarse: &[u32],
+    len: u64,
+    first_coarse: u64,
+) -> Result<(), ChecksumError> {
+    let per = (ck.bytes_per_checksum() / FINE_WINDOW) as usize;
+    let bpc = ck.bytes_per_checksum() as u64;
+    if fine.len() != len.div_ceil(FINE_WINDOW as u64) as usize || coarse.len() != ck.windows(len) {
+        return Err(ChecksumError::Count {
+            expected: ck.windows(len),
+            got: coarse.len(),
+            len,
+        });
+    }
+    for (i, (&want, group)) in coarse.iter().zip(fine.chunks(per)).enumerate() {
+        let start = i as u64 * bpc;
+        let mut acc = group[0];
+        for (j, &f) in group.iter().enumerate().skip(1) {
+            let ws = start + j as u64 * FINE_WINDOW as u64;
+            let wl = (len - ws).min(FINE_WINDOW as u64);
+            acc = ck.combine(acc, f, wl);
+        }
+        if acc != want {
+            let window = first_coarse + i as u64;
+            return Err(ChecksumError::Mismatch {
+                window,
+                offset: window * bpc,
+                end: window * bpc + (len - start).min(bpc),
+                expected: want,
+                actual: acc,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether two chunk records describe the same chunk (ignoring the
+/// datanode-derived fine checksums).
+fn same_chunk(a: &ChunkInfo, b: &ChunkInfo) -> bool {
+    a.offset == b.offset && a.len == b.len && a.checksum == b.checksum
+}
+
 /// Key of a block on this datanode: (container id, local id).
 pub type BlockKey = (u64, u64);
 
@@ -95,6 +156,8 @@ pub struct CommittedBlock {
     pub checksummer: Checksummer,
     /// Checksums of every window of the block, in order.
     pub checksums: Vec<u32>,
+    /// Fine checksums (16 KiB windows) of the block, when kept.
+    pub fine: Option<(Checksummer, Vec<u32>)>,
     /// Path of the block file.
     pub path: PathBuf,
     file: File,
@@ -119,8 +182,10 @@ pub struct BlockStore {
 
 /// Checks a chunk list for a block: contiguous from 0, one checksum type and
 /// window, every chunk but the last a whole number of windows, and the right
-/// number of checksums. Returns the checksummer and the flattened checksums.
-pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), StorageError> {
+/// number of checksums; fine checksums, when every chunk has them, must
+/// combine into the coarse ones. Returns the checksummer, the flattened
+/// checksums and the flattened fine checksums.
+pub fn validate_chunks(block: &BlockData) -> Result<Validated, StorageError> {
     let invalid = |m: String| StorageError::Invalid(m);
     let Some(first) = block.chunks.first() else {
         if block.size != 0 {
@@ -132,6 +197,7 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
         return Ok((
             Checksummer::new(ozone_proto::ChecksumType::None, 1).expect("valid"),
             Vec::new(),
+            None,
         ));
     };
     let cd = first
@@ -139,6 +205,8 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
         .as_ref()
         .ok_or_else(|| invalid("chunk without checksum data".into()))?;
     let ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
+    let fine_ck = fine_of(&ck).filter(|_| block.chunks.iter().all(|c| c.fine_checksum.is_some()));
+    let mut fine_sums = Vec::new();
     let mut next = 0u64;
     let mut sums = Vec::new();
     for (i, c) in block.chunks.iter().enumerate() {
@@ -176,6 +244,26 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
             )));
         }
         sums.extend_from_slice(&cd.checksums);
+        if let (Some(f), Some(fd)) = (&fine_ck, &c.fine_checksum) {
+            if fd.r#type != f.kind() as i32 || fd.bytes_per_checksum != FINE_WINDOW {
+                return Err(invalid(format!(
+                    "chunk {i} has fine checksums of another kind"
+                )));
+            }
+            check_fine_against_coarse(
+                &ck,
+                &fd.checksums,
+                &cd.checksums,
+                c.len,
+                c.offset / ck.bytes_per_checksum() as u64,
+            )
+            .map_err(|e| {
+                invalid(format!(
+                    "chunk {i}: fine and coarse checksums disagree: {e}"
+                ))
+            })?;
+            fine_sums.extend_from_slice(&fd.checksums);
+        }
         next = c
             .offset
             .checked_add(c.len)
@@ -188,8 +276,12 @@ pub fn validate_chunks(block: &BlockData) -> Result<(Checksummer, Vec<u32>), Sto
             block.size
         )));
     }
-    Ok((ck, sums))
+    Ok((ck, sums, fine_ck.map(|f| (f, fine_sums))))
 }
+
+/// What [`validate_chunks`] returns: checksummer, window checksums and the
+/// fine checksums when kept.
+pub type Validated = (Checksummer, Vec<u32>, Option<(Checksummer, Vec<u32>)>);
 
 impl BlockStore {
     /// Opens (or creates) the store.
@@ -337,7 +429,29 @@ impl BlockStore {
                 chunk.offset, chunk.len
             )));
         }
-        if verify {
+        let mut record = chunk.clone();
+        record.fine_checksum = None;
+        if let Some(f) = fine_of(&ck) {
+            // One pass over the data: fine checksums, combined to check the
+            // client's coarse ones.
+            let fine = f.compute(data);
+            if verify {
+                check_fine_against_coarse(
+                    &ck,
+                    &fine,
+                    &cd.checksums,
+                    chunk.len,
+                    chunk.offset / ck.bytes_per_checksum() as u64,
+                )?;
+            } else if cd.checksums.len() != ck.windows(chunk.len) {
+                return Err(StorageError::Invalid("wrong number of checksums".into()));
+            }
+            record.fine_checksum = Some(ChecksumData {
+                r#type: f.kind() as i32,
+                bytes_per_checksum: FINE_WINDOW,
+                checksums: fine,
+            });
+        } else if verify {
             ck.verify(
                 data,
                 chunk.offset / ck.bytes_per_checksum() as u64,
@@ -355,7 +469,7 @@ impl BlockStore {
             .chunks
             .lock()
             .expect("lock")
-            .insert(chunk.offset, chunk.clone());
+            .insert(chunk.offset, record);
         Ok(())
     }
 
@@ -368,11 +482,20 @@ impl BlockStore {
             .as_ref()
             .ok_or_else(|| StorageError::Invalid("missing block id".into()))?;
         let key = key_of(id);
-        let (ck, sums) = validate_chunks(block)?;
+        // The client's list carries no fine checksums; validate its shape.
+        validate_chunks(block)?;
         let open = self.open.lock().expect("lock").get(&key).cloned();
         let Some(open) = open else {
             if let Ok(existing) = self.committed_block(id) {
-                if existing.data.chunks == block.chunks && existing.data.size == block.size {
+                let same = existing.data.size == block.size
+                    && existing.data.chunks.len() == block.chunks.len()
+                    && existing
+                        .data
+                        .chunks
+                        .iter()
+                        .zip(&block.chunks)
+                        .all(|(a, b)| same_chunk(a, b));
+                if same {
                     return Ok(block.size);
                 }
                 return Err(StorageError::AlreadyCommitted(key.0, key.1));
@@ -384,11 +507,12 @@ impl BlockStore {
             }
             return Err(StorageError::NotFound(key.0, key.1));
         };
+        let mut recorded = Vec::with_capacity(block.chunks.len());
         {
             let written = open.chunks.lock().expect("lock");
             for c in &block.chunks {
                 match written.get(&c.offset) {
-                    Some(w) if w == c => {}
+                    Some(w) if same_chunk(w, c) => recorded.push(w.clone()),
                     Some(_) => {
                         return Err(StorageError::Invalid(format!(
                             "chunk at {} differs from the chunk written there",
@@ -412,6 +536,9 @@ impl BlockStore {
             .map_err(io_err(dir))?;
         let mut stored = block.clone();
         stored.committed = true;
+        // Keep the chunk records as written: they carry the fine checksums.
+        stored.chunks = recorded;
+        let (ck, sums, fine) = validate_chunks(&stored)?;
         let txn = self.db.begin_write().map_err(meta_err)?;
         {
             let mut t = txn.open_table(BLOCKS).map_err(meta_err)?;
@@ -426,6 +553,7 @@ impl BlockStore {
             data: stored,
             checksummer: ck,
             checksums: sums,
+            fine,
             path: open.path.clone(),
             file,
         });
@@ -452,13 +580,15 @@ impl BlockStore {
                 }
             }
         };
-        let (checksummer, checksums) = validate_chunks(&data)?;
+        // Fine and coarse checksums are checked against each other here too.
+        let (checksummer, checksums, fine) = validate_chunks(&data)?;
         let path = self.block_path(id);
         let file = File::open(&path).map_err(io_err(&path))?;
         let block = Arc::new(CommittedBlock {
             data,
             checksummer,
             checksums,
+            fine,
             path,
             file,
         });
@@ -472,14 +602,15 @@ impl BlockStore {
     }
 
     /// Reads `len` bytes at `offset` of a committed block. With checksums,
-    /// the range is widened to whole windows and their checksums returned.
-    /// Blocking.
+    /// the range is widened to whole windows (the fine 16 KiB windows when
+    /// kept, unless `coarse`) and their checksums returned. Blocking.
     pub fn read(
         &self,
         id: &BlockId,
         offset: u64,
         len: u64,
         with_checksums: bool,
+        coarse: bool,
     ) -> Result<(u64, Bytes, Option<ChecksumData>), StorageError> {
         let b = self.committed_block(id)?;
         let size = b.size();
@@ -493,13 +624,17 @@ impl BlockStore {
             });
         };
         let (start, stop, sums) = if with_checksums && len > 0 {
-            let bpc = b.checksummer.bytes_per_checksum() as u64;
+            let (ck, all) = match &b.fine {
+                Some((f, sums)) if !coarse => (f, sums),
+                _ => (&b.checksummer, &b.checksums),
+            };
+            let bpc = ck.bytes_per_checksum() as u64;
             let w0 = offset / bpc;
             let w1 = end.div_ceil(bpc);
             let cd = ChecksumData {
-                r#type: b.checksummer.kind() as i32,
+                r#type: ck.kind() as i32,
                 bytes_per_checksum: bpc as u32,
-                checksums: b.checksums[w0 as usize..w1 as usize].to_vec(),
+                checksums: all[w0 as usize..w1 as usize].to_vec(),
             };
             (w0 * bpc, (w1 * bpc).min(size), Some(cd))
         } else {
@@ -561,7 +696,75 @@ mod tests {
                 bytes_per_checksum: ck.bytes_per_checksum(),
                 checksums: ck.compute(data),
             }),
+            fine_checksum: None,
         }
+    }
+
+    #[test]
+    fn fine_checksums_narrow_verified_reads_and_match_coarse() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 64 * 1024).unwrap();
+        let id = BlockId {
+            container_id: 3,
+            local_id: 9,
+            commit_seq: 0,
+        };
+        let data: Vec<u8> = (0..(128 * 1024 + 50_000))
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let (a, b) = data.split_at(128 * 1024);
+        let c1 = chunk(&ck, 0, a);
+        let c2 = chunk(&ck, a.len() as u64, b);
+        {
+            let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
+            // A wrong coarse checksum is caught through the fine ones.
+            let mut bad = c1.clone();
+            bad.checksum.as_mut().unwrap().checksums[1] ^= 1;
+            let e = s.write_chunk(&id, &bad, a, true).unwrap_err().to_string();
+            assert!(e.contains("window 1"), "{e}");
+            s.write_chunk(&id, &c1, a, true).unwrap();
+            s.write_chunk(&id, &c2, b, true).unwrap();
+            let bd = BlockData {
+                id: Some(id),
+                chunks: vec![c1.clone(), c2.clone()],
+                size: data.len() as u64,
+                committed: false,
+            };
+            s.put_block(&bd).unwrap();
+            assert_eq!(s.put_block(&bd).unwrap(), data.len() as u64, "idempotent");
+        }
+        // Reopened: fine checksums are checked against the coarse ones.
+        let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
+        let fine = Checksummer::new(ChecksumType::Crc32c, FINE_WINDOW).unwrap();
+        // A 20 KiB read inside the second 64 KiB window: two 16 KiB windows.
+        let (off, got, sums) = s.read(&id, 70_000, 20_000, true, false).unwrap();
+        let sums = sums.unwrap();
+        assert_eq!(
+            (off, got.len(), sums.bytes_per_checksum),
+            (65_536, 32_768, FINE_WINDOW)
+        );
+        fine.verify(&got, off / FINE_WINDOW as u64, &sums.checksums)
+            .unwrap();
+        assert_eq!(&got[..], &data[65_536..98_304]);
+        // The key's own windows on request.
+        let (off, got, sums) = s.read(&id, 70_000, 20_000, true, true).unwrap();
+        assert_eq!((off, got.len()), (65_536, 65_536));
+        ck.verify(&got, 1, &sums.unwrap().checksums).unwrap();
+        // The tail window is short.
+        let (off, got, sums) = s.read(&id, data.len() as u64 - 1, 1, true, false).unwrap();
+        let tail_start = (data.len() as u64 - 1) / FINE_WINDOW as u64 * FINE_WINDOW as u64;
+        assert_eq!(off, tail_start);
+        fine.verify(&got, off / FINE_WINDOW as u64, &sums.unwrap().checksums)
+            .unwrap();
+        // Inconsistent fine and coarse metadata is refused.
+        let mut b2 = s.committed_block(&id).unwrap().data.clone();
+        b2.chunks[0].fine_checksum.as_mut().unwrap().checksums[0] ^= 1;
+        assert!(
+            validate_chunks(&b2)
+                .unwrap_err()
+                .to_string()
+                .contains("disagree")
+        );
     }
 
     #[test]
@@ -588,7 +791,7 @@ mod tests {
             ));
             // Not readable before commit.
             assert!(matches!(
-                s.read(&id, 0, 1, false),
+                s.read(&id, 0, 1, false, false),
                 Err(StorageError::NotCommitted(1, 7))
             ));
             s.write_chunk(&id, &c2, &data[16..], true).unwrap();
@@ -604,25 +807,25 @@ mod tests {
         }
         let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
         assert_eq!(s.used_bytes(), 40);
-        let (off, got, sums) = s.read(&id, 10, 5, false).unwrap();
+        let (off, got, sums) = s.read(&id, 10, 5, false, false).unwrap();
         assert_eq!((off, &got[..], sums), (10, &data[10..15], None));
-        let (off, got, sums) = s.read(&id, 10, 20, true).unwrap();
+        let (off, got, sums) = s.read(&id, 10, 20, true, false).unwrap();
         assert_eq!(off, 8);
         assert_eq!(&got[..], &data[8..32]);
         assert_eq!(sums.unwrap().checksums, ck.compute(&data[8..32]));
-        let (off, got, _) = s.read(&id, 39, 1, true).unwrap();
+        let (off, got, _) = s.read(&id, 39, 1, true, false).unwrap();
         assert_eq!((off, &got[..]), (32, &data[32..40]));
         assert!(matches!(
-            s.read(&id, 39, 2, false),
+            s.read(&id, 39, 2, false, false),
             Err(StorageError::OutOfRange { .. })
         ));
         assert!(matches!(
-            s.read(&id, u64::MAX, 2, false),
+            s.read(&id, u64::MAX, 2, false, false),
             Err(StorageError::OutOfRange { .. })
         ));
         assert_eq!(s.delete(std::slice::from_ref(&id)).unwrap().len(), 1);
         assert!(matches!(
-            s.read(&id, 0, 1, false),
+            s.read(&id, 0, 1, false, false),
             Err(StorageError::NotFound(1, 7))
         ));
         assert!(!s.block_path(&id).exists());

@@ -55,6 +55,8 @@ pub struct ScStats {
     pub fallbacks: Mutex<HashMap<&'static str, u64>>,
     /// Total time spent opening blocks, microseconds.
     pub open_micros: AtomicU64,
+    /// Bytes checksummed by verifying short-circuit reads.
+    pub checksummed_bytes: AtomicU64,
 }
 
 /// An open block: its descriptor, checksums and guarding slot.
@@ -377,7 +379,8 @@ impl ShortCircuit {
             )));
         }
         if verify && b.checksum.kind() != ozone_proto::ChecksumType::None {
-            read_verified(b, offset, out)?;
+            let n = read_verified(b, offset, out)?;
+            self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
         } else {
             b.file.read_exact_at(out, offset).map_err(ScError::Io)?;
         }
@@ -413,14 +416,19 @@ impl ShortCircuit {
     }
 }
 
+/// The finest checksums of a block: the datanode's fine windows when every
+/// chunk has them, else the key's windows.
 fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScError> {
     let mut sums = Vec::new();
     let mut ck = Checksummer::new(ozone_proto::ChecksumType::None, 1)?;
+    let fine = !data.chunks.is_empty() && data.chunks.iter().all(|c| c.fine_checksum.is_some());
     for (i, c) in data.chunks.iter().enumerate() {
-        let cd = c
-            .checksum
-            .as_ref()
-            .ok_or_else(|| ScError::Socket("chunk without checksums".into()))?;
+        let cd = if fine {
+            c.fine_checksum.as_ref()
+        } else {
+            c.checksum.as_ref()
+        }
+        .ok_or_else(|| ScError::Socket("chunk without checksums".into()))?;
         if i == 0 {
             ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
         }
@@ -434,12 +442,15 @@ fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScE
     Ok((ck, sums))
 }
 
-fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<(), ScError> {
+/// Returns the bytes checksummed.
+fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<u64, ScError> {
     let bpc = b.checksum.bytes_per_checksum() as u64;
     let end = offset + out.len() as u64;
     if out.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
+    let covered = ((end - 1) / bpc + 1) * bpc;
+    let checked = covered.min(b.size) - (offset / bpc) * bpc;
     let w0 = offset / bpc;
     let w_last = (end - 1) / bpc;
     let mut w = w0;
@@ -480,5 +491,5 @@ fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<(), ScError
             w += 1;
         }
     }
-    Ok(())
+    Ok(checked)
 }
