@@ -171,10 +171,10 @@ async fn deleted_block_is_never_served_from_a_cached_fd() {
     assert_eq!(sc.cached_block_fds(), 1);
 
     // A reader hammering the key while it is deleted.
+    let opened = std::sync::Arc::new(sc.open_key("vol", "bucket", "doomed").await.unwrap());
     let hammer = {
-        let sc = sc.clone();
+        let r = opened.clone();
         tokio::spawn(async move {
-            let r = sc.open_key("vol", "bucket", "doomed").await.unwrap();
             let mut buf = vec![0u8; 65_536];
             let mut ok = 0u64;
             let deadline = Instant::now() + Duration::from_secs(15);

@@ -39,7 +39,9 @@ pub const FINE_WINDOW: u32 = 16 * 1024;
 /// larger multiple of [`FINE_WINDOW`].
 pub fn fine_of(ck: &Checksummer) -> Option<Checksummer> {
     let bpc = ck.bytes_per_checksum();
-    if ck.kind() == ozone_proto::ChecksumType::None || bpc <= FINE_WINDOW || !bpc.is_multiple_of(FINE_WINDOW)
+    if ck.kind() == ozone_proto::ChecksumType::None
+        || bpc <= FINE_WINDOW
+        || !bpc.is_multiple_of(FINE_WINDOW)
     {
         return None;
     }
