@@ -442,62 +442,54 @@ fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScE
     Ok((ck, sums))
 }
 
-/// Reads `offset..offset+out.len()` straight into `out` with one `pread`,
-/// plus the parts of the two end windows outside the request into a
-/// reused scratch buffer, and checks every window covering the request
-/// (an end window's CRC is combined from its pieces). Returns the bytes
-/// checksummed.
+/// Returns the bytes checksummed.
 fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<u64, ScError> {
-    let ck = &b.checksum;
-    let bpc = ck.bytes_per_checksum() as u64;
+    let bpc = b.checksum.bytes_per_checksum() as u64;
     let end = offset + out.len() as u64;
     if out.is_empty() {
         return Ok(0);
     }
-    b.file.read_exact_at(out, offset).map_err(ScError::Io)?;
+    let covered = ((end - 1) / bpc + 1) * bpc;
+    let checked = covered.min(b.size) - (offset / bpc) * bpc;
     let w0 = offset / bpc;
     let w_last = (end - 1) / bpc;
-    let pre_len = (offset - w0 * bpc) as usize;
-    let post_end = ((w_last + 1) * bpc).min(b.size);
-    let post_len = (post_end - end) as usize;
-    SCRATCH.with(|s| -> Result<u64, ScError> {
-        let mut s = s.borrow_mut();
-        if s.len() < pre_len + post_len {
-            s.resize(pre_len + post_len, 0);
-        }
-        let (pre, rest) = s.split_at_mut(pre_len);
-        let post = &mut rest[..post_len];
-        if pre_len > 0 {
-            b.file.read_exact_at(pre, w0 * bpc).map_err(ScError::Io)?;
-        }
-        if post_len > 0 {
-            b.file.read_exact_at(post, end).map_err(ScError::Io)?;
-        }
-        for w in w0..=w_last {
-            let ws = w * bpc;
-            let we = (ws + bpc).min(b.size);
-            let from = ws.max(offset);
-            let to = we.min(end);
-            let mid = &out[(from - offset) as usize..(to - offset) as usize];
-            let mut crc = ck.checksum(mid);
-            if w == w0 && pre_len > 0 {
-                crc = ck.combine(ck.checksum(pre), crc, mid.len() as u64);
+    let mut w = w0;
+    while w <= w_last {
+        let ws = w * bpc;
+        let we = (ws + bpc).min(b.size);
+        let expected = b.checksums[w as usize..w as usize + 1].as_ref();
+        if ws >= offset && we <= end {
+            // Whole window inside the request: read and check in place. Take
+            // as many consecutive whole windows as fit.
+            let mut last = w;
+            while last < w_last && (last + 2) * bpc <= end {
+                last += 1;
             }
-            if w == w_last && post_len > 0 {
-                crc = ck.combine(crc, ck.checksum(post), post_len as u64);
-            }
-            let want = b.checksums[w as usize];
-            if crc != want {
-                return Err(ozone_common::checksum::ChecksumError::Mismatch {
-                    window: w,
-                    offset: ws,
-                    end: we,
-                    expected: want,
-                    actual: crc,
+            let run_end = ((last + 1) * bpc).min(b.size);
+            let dst = &mut out[(ws - offset) as usize..(run_end - offset) as usize];
+            b.file.read_exact_at(dst, ws).map_err(ScError::Io)?;
+            b.checksum
+                .verify(dst, w, &b.checksums[w as usize..=last as usize])?;
+            w = last + 1;
+        } else {
+            // Partial window at an end of the request.
+            SCRATCH.with(|s| -> Result<(), ScError> {
+                let mut s = s.borrow_mut();
+                let n = (we - ws) as usize;
+                if s.len() < n {
+                    s.resize(n, 0);
                 }
-                .into());
-            }
+                let buf = &mut s[..n];
+                b.file.read_exact_at(buf, ws).map_err(ScError::Io)?;
+                b.checksum.verify(buf, w, expected)?;
+                let from = offset.max(ws);
+                let to = end.min(we);
+                out[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&buf[(from - ws) as usize..(to - ws) as usize]);
+                Ok(())
+            })?;
+            w += 1;
         }
-        Ok(post_end - w0 * bpc)
-    })
+    }
+    Ok(checked)
 }
