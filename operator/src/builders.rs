@@ -1,0 +1,599 @@
+//! The objects of a cluster, built as a pure function of the resource.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    HTTPGetAction, HostPathVolumeSource, LocalObjectReference, ObjectFieldSelector,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SecurityContext, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+use sha2::{Digest, Sha256};
+
+use crate::crd::{ChecksumKind, OzoneCluster, Replication};
+
+/// The uid the OM and datanodes run as.
+pub const RUN_AS: i64 = 1000;
+/// OM gRPC port.
+pub const OM_PORT: i32 = 9862;
+/// OM HTTP port.
+pub const OM_HTTP_PORT: i32 = 9874;
+/// Datanode gRPC port.
+pub const DN_PORT: i32 = 9858;
+/// Datanode HTTP port.
+pub const DN_HTTP_PORT: i32 = 9882;
+/// Pod-template annotation carrying the config hash (a change rolls pods).
+pub const CONFIG_HASH: &str = "ozone-rs.io/config-hash";
+
+/// A resource that cannot be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    #[error("metadata.{0} is required")]
+    Missing(&'static str),
+    #[error("invalid spec: {0}")]
+    Invalid(String),
+}
+
+/// Every object the operator applies for a cluster, in apply order
+/// (ConfigMap before StatefulSets).
+#[derive(Debug, Clone)]
+pub struct Objects {
+    pub config: ConfigMap,
+    pub om_headless: Service,
+    pub om_service: Service,
+    pub datanode_headless: Service,
+    pub om: StatefulSet,
+    pub datanodes: StatefulSet,
+    pub om_pdb: PodDisruptionBudget,
+    pub datanode_pdb: PodDisruptionBudget,
+}
+
+impl Objects {
+    /// The objects as YAML documents, in apply order.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        let docs = [
+            serde_yaml::to_string(&self.config)?,
+            serde_yaml::to_string(&self.om_headless)?,
+            serde_yaml::to_string(&self.om_service)?,
+            serde_yaml::to_string(&self.datanode_headless)?,
+            serde_yaml::to_string(&self.om)?,
+            serde_yaml::to_string(&self.datanodes)?,
+            serde_yaml::to_string(&self.om_pdb)?,
+            serde_yaml::to_string(&self.datanode_pdb)?,
+        ];
+        Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
+    }
+}
+
+/// Checks what the schema cannot (mirrors the CRD's CEL rule too).
+pub fn validate(c: &OzoneCluster) -> Result<(), BuildError> {
+    let s = &c.spec;
+    if s.replication == Replication::THREE && s.datanodes.replicas < 3 {
+        return Err(BuildError::Invalid(format!(
+            "replication THREE needs at least 3 datanodes, spec.datanodes.replicas is {}",
+            s.datanodes.replicas
+        )));
+    }
+    if s.om.replicas != 1 {
+        return Err(BuildError::Invalid("spec.om.replicas must be 1".into()));
+    }
+    if s.datanodes.replicas < 1 {
+        return Err(BuildError::Invalid(
+            "spec.datanodes.replicas must be at least 1".into(),
+        ));
+    }
+    if !(512..=16 << 20).contains(&s.checksum.bytes_per_checksum) {
+        return Err(BuildError::Invalid(
+            "spec.checksum.bytesPerChecksum must be 512 to 16777216".into(),
+        ));
+    }
+    if s.short_circuit.enabled && !s.short_circuit.socket_host_path.starts_with('/') {
+        return Err(BuildError::Invalid(
+            "spec.shortCircuit.socketHostPath must be absolute".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn labels(name: &str, component: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "ozone".to_string()),
+        ("app.kubernetes.io/instance".to_string(), name.to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.to_string(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            "ozone-operator".to_string(),
+        ),
+    ])
+}
+
+fn selector(name: &str, component: &str) -> BTreeMap<String, String> {
+    let mut l = labels(name, component);
+    l.remove("app.kubernetes.io/managed-by");
+    l
+}
+
+/// The cluster config file (`ozone.conf`) handed to every process.
+pub fn config_text(c: &OzoneCluster, name: &str, ns: &str) -> String {
+    let s = &c.spec;
+    let mut lines = vec![
+        format!("ozone.om.address = {name}-om.{ns}.svc:{OM_PORT}"),
+        format!(
+            "ozone.replication = {}",
+            match s.replication {
+                Replication::ONE => "ONE",
+                Replication::THREE => "THREE",
+            }
+        ),
+        format!(
+            "ozone.client.checksum.type = {}",
+            match s.checksum.kind {
+                ChecksumKind::CRC32C => "CRC32C",
+                ChecksumKind::CRC32 => "CRC32",
+            }
+        ),
+        format!(
+            "ozone.client.bytes.per.checksum = {}",
+            s.checksum.bytes_per_checksum
+        ),
+        format!(
+            "ozone.client.verify.checksum = {}",
+            s.client_defaults.verify_checksum
+        ),
+        format!("hdds.block.token.enabled = {}", s.security.block_tokens),
+    ];
+    if s.security.block_tokens {
+        lines.push("hdds.block.token.secret.file = /etc/ozone/token/secret".into());
+    }
+    if s.short_circuit.enabled {
+        lines.push(format!(
+            "ozone.domain.socket.path = {}",
+            s.short_circuit.socket_host_path
+        ));
+    }
+    lines.join("\n") + "\n"
+}
+
+fn meta(c: &OzoneCluster, name: String, component: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: c.metadata.namespace.clone(),
+        labels: Some(labels(
+            c.metadata.name.as_deref().unwrap_or_default(),
+            component,
+        )),
+        owner_references: c.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+fn http_probe(path: &str, port: i32, period: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(port),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+fn env_field(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn claim(storage: &crate::crd::StorageSpec) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some("data".into()),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".into(),
+                    Quantity(storage.size.clone()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn non_root() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(RUN_AS),
+        run_as_group: Some(RUN_AS),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        ..Default::default()
+    }
+}
+
+fn headless(c: &OzoneCluster, name: String, component: &str, port: i32) -> Service {
+    let inst = c.metadata.name.clone().unwrap_or_default();
+    Service {
+        metadata: meta(c, name, component),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(selector(&inst, component)),
+            ports: Some(vec![ServicePort {
+                name: Some("grpc".into()),
+                port,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Builds every object of the cluster.
+pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
+    validate(c)?;
+    let name = c.metadata.name.clone().ok_or(BuildError::Missing("name"))?;
+    let ns = c
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(BuildError::Missing("namespace"))?;
+    let s = &c.spec;
+    let conf = config_text(c, &name, &ns);
+    let hash = format!("{:x}", Sha256::digest(conf.as_bytes()));
+    let image = format!("{}:{}", s.image.repository, s.image.tag);
+    let pull_policy = format!("{:?}", s.image.pull_policy);
+    let pull_secrets: Option<Vec<LocalObjectReference>> =
+        (!s.image.pull_secrets.is_empty()).then(|| {
+            s.image
+                .pull_secrets
+                .iter()
+                .map(|n| LocalObjectReference { name: n.clone() })
+                .collect()
+        });
+    let stopped = s.cluster_operation.stopped;
+
+    let config = ConfigMap {
+        metadata: meta(c, format!("{name}-config"), "config"),
+        data: Some(BTreeMap::from([("ozone.conf".into(), conf.clone())])),
+        ..Default::default()
+    };
+    let config_volume = Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: format!("{name}-config"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut base_mounts = vec![
+        VolumeMount {
+            name: "config".into(),
+            mount_path: "/etc/ozone".into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: "data".into(),
+            mount_path: "/data".into(),
+            ..Default::default()
+        },
+    ];
+    let mut extra_volumes = Vec::new();
+    if s.security.block_tokens {
+        base_mounts.push(VolumeMount {
+            name: "block-token".into(),
+            mount_path: "/etc/ozone/token".into(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        extra_volumes.push(Volume {
+            name: "block-token".into(),
+            secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
+                secret_name: Some(format!("{name}-block-token")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    let pod_security = PodSecurityContext {
+        fs_group: Some(RUN_AS),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    };
+    let template_meta = |component: &str| ObjectMeta {
+        labels: Some(labels(&name, component)),
+        annotations: Some(BTreeMap::from([(CONFIG_HASH.to_string(), hash.clone())])),
+        ..Default::default()
+    };
+
+    // OM.
+    let om_container = Container {
+        name: "om".into(),
+        image: Some(image.clone()),
+        image_pull_policy: Some(pull_policy.clone()),
+        args: Some(
+            [
+                "om",
+                "--metadata-dir",
+                "/data/om",
+                "--grpc-addr",
+                "0.0.0.0:9862",
+                "--http-addr",
+                "0.0.0.0:9874",
+                "--conf",
+                "/etc/ozone/ozone.conf",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("grpc".into()),
+                container_port: OM_PORT,
+                ..Default::default()
+            },
+            ContainerPort {
+                name: Some("http".into()),
+                container_port: OM_HTTP_PORT,
+                ..Default::default()
+            },
+        ]),
+        readiness_probe: Some(http_probe("/readyz", OM_HTTP_PORT, 5)),
+        liveness_probe: Some(http_probe("/healthz", OM_HTTP_PORT, 10)),
+        resources: s.om.resources.clone(),
+        security_context: Some(non_root()),
+        volume_mounts: Some(base_mounts.clone()),
+        ..Default::default()
+    };
+    let om = StatefulSet {
+        metadata: meta(c, format!("{name}-om"), "om"),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(if stopped { 0 } else { s.om.replicas }),
+            service_name: Some(format!("{name}-om-headless")),
+            selector: LabelSelector {
+                match_labels: Some(selector(&name, "om")),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(template_meta("om")),
+                spec: Some(PodSpec {
+                    containers: vec![om_container],
+                    volumes: Some([vec![config_volume.clone()], extra_volumes.clone()].concat()),
+                    security_context: Some(pod_security.clone()),
+                    image_pull_secrets: pull_secrets.clone(),
+                    ..Default::default()
+                }),
+            },
+            volume_claim_templates: Some(vec![claim(&s.om.storage)]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+
+    // Datanodes.
+    let sc = &s.short_circuit;
+    let mut dn_mounts = base_mounts.clone();
+    let mut dn_volumes = vec![config_volume];
+    dn_volumes.extend(extra_volumes);
+    let mut init = Vec::new();
+    if sc.enabled {
+        dn_mounts.push(VolumeMount {
+            name: "sockets".into(),
+            mount_path: sc.socket_host_path.clone(),
+            ..Default::default()
+        });
+        dn_volumes.push(Volume {
+            name: "sockets".into(),
+            host_path: Some(HostPathVolumeSource {
+                path: sc.socket_host_path.clone(),
+                type_: Some("DirectoryOrCreate".into()),
+            }),
+            ..Default::default()
+        });
+        // kubelet creates the directory root-owned 0755; hand it to the
+        // datanode's uid, never world-writable.
+        init.push(Container {
+            name: "socket-dir".into(),
+            image: Some(image.clone()),
+            image_pull_policy: Some(pull_policy.clone()),
+            command: Some(vec![
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "chown {RUN_AS}:{RUN_AS} {p} && chmod 0755 {p}",
+                    p = sc.socket_host_path
+                ),
+            ]),
+            security_context: Some(SecurityContext {
+                run_as_user: Some(0),
+                run_as_non_root: Some(false),
+                allow_privilege_escalation: Some(false),
+                ..Default::default()
+            }),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "sockets".into(),
+                mount_path: sc.socket_host_path.clone(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+    }
+    let data_claims = if let Some(p) = &s.datanodes.data_host_path {
+        dn_volumes.push(Volume {
+            name: "data".into(),
+            host_path: Some(HostPathVolumeSource {
+                path: p.clone(),
+                type_: Some("DirectoryOrCreate".into()),
+            }),
+            ..Default::default()
+        });
+        None
+    } else {
+        Some(vec![claim(&s.datanodes.storage)])
+    };
+    let dn_container = Container {
+        name: "datanode".into(),
+        image: Some(image),
+        image_pull_policy: Some(pull_policy),
+        args: Some(
+            [
+                "datanode",
+                "--data-dir",
+                "/data/dn",
+                "--metadata-dir",
+                "/data/meta",
+                "--om",
+                &format!("{name}-om.{ns}.svc:{OM_PORT}"),
+                "--grpc-addr",
+                "0.0.0.0:9858",
+                "--http-addr",
+                "0.0.0.0:9882",
+                "--conf",
+                "/etc/ozone/ozone.conf",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        env: Some(vec![
+            env_field("NODE_NAME", "spec.nodeName"),
+            env_field("POD_NAME", "metadata.name"),
+            env_field("POD_IP", "status.podIP"),
+        ]),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("grpc".into()),
+                container_port: DN_PORT,
+                ..Default::default()
+            },
+            ContainerPort {
+                name: Some("http".into()),
+                container_port: DN_HTTP_PORT,
+                ..Default::default()
+            },
+        ]),
+        readiness_probe: Some(http_probe("/readyz", DN_HTTP_PORT, 5)),
+        liveness_probe: Some(http_probe("/healthz", DN_HTTP_PORT, 10)),
+        resources: s.datanodes.resources.clone(),
+        security_context: Some(non_root()),
+        volume_mounts: Some(dn_mounts),
+        ..Default::default()
+    };
+    let mut affinity = s.datanodes.affinity.clone().unwrap_or_default();
+    let anti = affinity
+        .pod_anti_affinity
+        .get_or_insert_with(PodAntiAffinity::default);
+    anti.required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new)
+        .push(PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(selector(&name, "datanode")),
+                ..Default::default()
+            }),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..Default::default()
+        });
+    let datanodes = StatefulSet {
+        metadata: meta(c, format!("{name}-datanode"), "datanode"),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(if stopped { 0 } else { s.datanodes.replicas }),
+            service_name: Some(format!("{name}-datanode-headless")),
+            pod_management_policy: Some("OrderedReady".into()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("RollingUpdate".into()),
+                ..Default::default()
+            }),
+            selector: LabelSelector {
+                match_labels: Some(selector(&name, "datanode")),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(template_meta("datanode")),
+                spec: Some(PodSpec {
+                    init_containers: (!init.is_empty()).then_some(init),
+                    containers: vec![dn_container],
+                    volumes: Some(dn_volumes),
+                    security_context: Some(pod_security),
+                    image_pull_secrets: pull_secrets,
+                    affinity: Some(Affinity { ..affinity }),
+                    node_selector: (!s.datanodes.node_selector.is_empty())
+                        .then(|| s.datanodes.node_selector.clone()),
+                    tolerations: (!s.datanodes.tolerations.is_empty())
+                        .then(|| s.datanodes.tolerations.clone()),
+                    ..Default::default()
+                }),
+            },
+            volume_claim_templates: data_claims,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+
+    let pdb = |component: &str, max_unavailable: i32| PodDisruptionBudget {
+        metadata: meta(c, format!("{name}-{component}"), component),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(max_unavailable)),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector(&name, component)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // With one copy of each block, no datanode may be taken down voluntarily;
+    // with three, one at a time keeps two replicas of everything.
+    let dn_budget = match s.replication {
+        Replication::ONE => 0,
+        Replication::THREE => 1,
+    };
+    Ok(Objects {
+        config,
+        om_headless: headless(c, format!("{name}-om-headless"), "om", OM_PORT),
+        om_service: Service {
+            metadata: meta(c, format!("{name}-om"), "om"),
+            spec: Some(ServiceSpec {
+                selector: Some(selector(&name, "om")),
+                ports: Some(vec![ServicePort {
+                    name: Some("grpc".into()),
+                    port: OM_PORT,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        datanode_headless: headless(c, format!("{name}-datanode-headless"), "datanode", DN_PORT),
+        om,
+        datanodes,
+        om_pdb: pdb("om", 1),
+        datanode_pdb: pdb("datanode", dn_budget),
+    })
+}

@@ -1,0 +1,355 @@
+//! The `OzoneCluster` custom resource (`ozone-rs.io/v1alpha1`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of an Ozone cluster: one OM and a datanode on every
+/// selected node, sharing a hostPath directory of short-circuit sockets.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[kube(
+    group = "ozone-rs.io",
+    version = "v1alpha1",
+    kind = "OzoneCluster",
+    namespaced,
+    shortname = "oz",
+    status = "OzoneClusterStatus",
+    printcolumn = r#"{"name":"Datanodes","type":"string","jsonPath":".status.datanodes.summary"}"#,
+    printcolumn = r#"{"name":"OM","type":"string","jsonPath":".status.om.summary"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.replication != 'THREE' || self.datanodes.replicas >= 3",
+     "message": "replication THREE needs at least 3 datanodes (set datanodes.replicas >= 3 or replication ONE)"}
+]))]
+pub struct OzoneClusterSpec {
+    /// Container image of the OM and datanodes.
+    #[serde(default)]
+    pub image: ImageSpec,
+    /// The Ozone Manager.
+    #[serde(default)]
+    pub om: OmSpec,
+    /// The datanodes (one per node).
+    #[serde(default)]
+    pub datanodes: DatanodeSpec,
+    /// Short-circuit local reads through a hostPath socket directory.
+    #[serde(default)]
+    pub short_circuit: ShortCircuitSpec,
+    /// Checksums of new keys.
+    #[serde(default)]
+    pub checksum: ChecksumSpec,
+    /// Replication of new keys.
+    #[serde(default)]
+    pub replication: Replication,
+    /// Security settings.
+    #[serde(default)]
+    pub security: SecuritySpec,
+    /// Defaults handed to clients (through the cluster ConfigMap).
+    #[serde(default)]
+    pub client_defaults: ClientDefaults,
+    /// Stop the cluster or pause reconciliation.
+    #[serde(default)]
+    pub cluster_operation: ClusterOperation,
+}
+
+/// Container image.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSpec {
+    /// Repository, e.g. ghcr.io/ozone-rs/ozone.
+    #[serde(default = "default_repository")]
+    pub repository: String,
+    /// Tag.
+    #[serde(default = "default_tag")]
+    pub tag: String,
+    /// Pull policy.
+    #[serde(default)]
+    pub pull_policy: PullPolicy,
+    /// Names of image pull secrets.
+    #[serde(default)]
+    pub pull_secrets: Vec<String>,
+}
+
+fn default_repository() -> String {
+    "ghcr.io/ozone-rs/ozone".into()
+}
+fn default_tag() -> String {
+    env!("CARGO_PKG_VERSION").into()
+}
+
+impl Default for ImageSpec {
+    fn default() -> Self {
+        Self {
+            repository: default_repository(),
+            tag: default_tag(),
+            pull_policy: PullPolicy::default(),
+            pull_secrets: Vec::new(),
+        }
+    }
+}
+
+/// Image pull policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// Always pull.
+    Always,
+    /// Pull when missing.
+    #[default]
+    IfNotPresent,
+    /// Never pull.
+    Never,
+}
+
+/// Persistent storage of a role.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Volume size, a Kubernetes quantity such as 10Gi.
+    #[serde(default = "default_size")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"))]
+    pub size: String,
+    /// Storage class (cluster default when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_size() -> String {
+    "10Gi".into()
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        Self {
+            size: default_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+/// The OM.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OmSpec {
+    /// OM replicas; one OM serves the cluster (no OM HA yet).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1))]
+    pub replicas: i32,
+    /// OM metadata volume.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Container resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+fn one() -> i32 {
+    1
+}
+
+impl Default for OmSpec {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            storage: StorageSpec::default(),
+            resources: None,
+        }
+    }
+}
+
+/// The datanodes.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatanodeSpec {
+    /// Datanode replicas, at most one per node.
+    #[serde(default = "three")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub replicas: i32,
+    /// Data volume (a volume claim per datanode) unless dataHostPath is set.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Keep block data in this host directory instead of a volume claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^/"))]
+    pub data_host_path: Option<String>,
+    /// Container resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Nodes that may run datanodes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the datanode pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Extra affinity (the one-datanode-per-node anti-affinity is always added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+}
+
+fn three() -> i32 {
+    3
+}
+
+impl Default for DatanodeSpec {
+    fn default() -> Self {
+        Self {
+            replicas: 3,
+            storage: StorageSpec::default(),
+            data_host_path: None,
+            resources: None,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            affinity: None,
+        }
+    }
+}
+
+/// Short-circuit reads.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShortCircuitSpec {
+    /// Serve short-circuit reads through the node's socket directory.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Host directory of the sockets, shared by every pod of a node.
+    #[serde(default = "default_socket_path")]
+    #[schemars(regex(pattern = r"^/[^\s]*$"))]
+    pub socket_host_path: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_socket_path() -> String {
+    "/var/lib/ozone/sockets".into()
+}
+
+impl Default for ShortCircuitSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            socket_host_path: default_socket_path(),
+        }
+    }
+}
+
+/// Checksums of new keys.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecksumSpec {
+    /// Algorithm.
+    #[serde(default, rename = "type")]
+    pub kind: ChecksumKind,
+    /// Bytes per checksum window (512 bytes to 16 MiB).
+    #[serde(default = "default_bpc")]
+    #[schemars(range(min = 512, max = 16777216))]
+    pub bytes_per_checksum: u32,
+}
+
+fn default_bpc() -> u32 {
+    16384
+}
+
+impl Default for ChecksumSpec {
+    fn default() -> Self {
+        Self {
+            kind: ChecksumKind::default(),
+            bytes_per_checksum: default_bpc(),
+        }
+    }
+}
+
+/// Checksum algorithm.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq)]
+pub enum ChecksumKind {
+    /// CRC32C (Castagnoli).
+    #[default]
+    CRC32C,
+    /// CRC32 (IEEE), Apache Ozone's default.
+    CRC32,
+}
+
+/// Replication factor of new keys.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq)]
+pub enum Replication {
+    /// One replica.
+    ONE,
+    /// Three replicas on distinct nodes.
+    #[default]
+    THREE,
+}
+
+/// Security.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecuritySpec {
+    /// OM-signed block tokens checked by datanodes (key kept in a Secret).
+    #[serde(default)]
+    pub block_tokens: bool,
+}
+
+/// Client defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientDefaults {
+    /// ozone.client.verify.checksum for clients that take the cluster config.
+    #[serde(default = "yes")]
+    pub verify_checksum: bool,
+}
+
+impl Default for ClientDefaults {
+    fn default() -> Self {
+        Self {
+            verify_checksum: true,
+        }
+    }
+}
+
+/// Operations on the whole cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOperation {
+    /// Scale every role to zero (data volumes stay).
+    #[serde(default)]
+    pub stopped: bool,
+    /// Make no changes; status is still kept current.
+    #[serde(default)]
+    pub reconciliation_paused: bool,
+}
+
+/// Observed state.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OzoneClusterStatus {
+    /// Generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Available, Progressing and Degraded, per the API conventions.
+    #[serde(default)]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    /// OM readiness.
+    #[serde(default)]
+    pub om: RoleStatus,
+    /// Datanode readiness.
+    #[serde(default)]
+    pub datanodes: RoleStatus,
+    /// Nodes running a datanode.
+    #[serde(default)]
+    pub datanode_nodes: Vec<String>,
+}
+
+/// Ready and desired replicas of a role.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleStatus {
+    /// Ready replicas.
+    pub ready: i32,
+    /// Desired replicas.
+    pub desired: i32,
+    /// `ready/desired`, for printer columns.
+    pub summary: String,
+}

@@ -1,0 +1,263 @@
+//! Builders as pure functions of fixture resources, and the committed CRD.
+
+use ozone_operator::builders::{CONFIG_HASH, build};
+use ozone_operator::crd::{OzoneCluster, Replication};
+
+fn load(path: &str) -> OzoneCluster {
+    let text =
+        std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut c: OzoneCluster = serde_yaml::from_str(&text).unwrap();
+    c.metadata.uid = Some("uid-1".into());
+    c
+}
+
+fn hash(s: &k8s_openapi::api::apps::v1::StatefulSet) -> String {
+    s.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap()[CONFIG_HASH]
+        .clone()
+}
+
+#[test]
+fn defaults_from_the_minimal_example() {
+    let c = load("examples/minimal.yaml");
+    let o = build(&c).unwrap();
+    let dn = o.datanodes.spec.as_ref().unwrap();
+    assert_eq!(dn.replicas, Some(3));
+    assert_eq!(o.om.spec.as_ref().unwrap().replicas, Some(1));
+    let pod = dn.template.spec.as_ref().unwrap();
+    // One datanode per node.
+    let anti = pod
+        .affinity
+        .as_ref()
+        .unwrap()
+        .pod_anti_affinity
+        .as_ref()
+        .unwrap();
+    let terms = anti
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap();
+    assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
+    // The socket hostPath and the init container that hands it to the datanode uid.
+    let sockets = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "sockets")
+        .unwrap();
+    let hp = sockets.host_path.as_ref().unwrap();
+    assert_eq!(
+        (hp.path.as_str(), hp.type_.as_deref()),
+        ("/var/lib/ozone/sockets", Some("DirectoryOrCreate"))
+    );
+    let init = &pod.init_containers.as_ref().unwrap()[0];
+    let cmd = init.command.as_ref().unwrap().join(" ");
+    assert!(
+        cmd.contains("chown 1000:1000 /var/lib/ozone/sockets") && cmd.contains("chmod 0755"),
+        "{cmd}"
+    );
+    assert!(!cmd.contains("777"));
+    let main = &pod.containers[0];
+    let env: Vec<_> = main
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e.name.as_str(),
+                e.value_from
+                    .as_ref()
+                    .unwrap()
+                    .field_ref
+                    .as_ref()
+                    .unwrap()
+                    .field_path
+                    .as_str(),
+            )
+        })
+        .collect();
+    assert!(
+        env.contains(&("NODE_NAME", "spec.nodeName"))
+            && env.contains(&("POD_NAME", "metadata.name"))
+    );
+    assert_eq!(
+        main.readiness_probe
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .as_deref(),
+        Some("/readyz")
+    );
+    assert_eq!(
+        main.security_context.as_ref().unwrap().run_as_non_root,
+        Some(true)
+    );
+    assert_eq!(
+        dn.volume_claim_templates.as_ref().unwrap()[0]
+            .metadata
+            .name
+            .as_deref(),
+        Some("data")
+    );
+    assert_eq!(
+        dn.update_strategy.as_ref().unwrap().type_.as_deref(),
+        Some("RollingUpdate")
+    );
+    // Owner references on everything.
+    let yaml = o.to_yaml().unwrap();
+    assert_eq!(yaml.matches("ownerReferences:").count(), 8, "{yaml}");
+    // The config.
+    let conf = &o.config.data.as_ref().unwrap()["ozone.conf"];
+    assert!(
+        conf.contains("ozone.om.address = ozone-om.storage.svc:9862"),
+        "{conf}"
+    );
+    assert!(conf.contains("ozone.domain.socket.path = /var/lib/ozone/sockets"));
+    assert!(conf.contains("ozone.client.checksum.type = CRC32C"));
+    assert_eq!(hash(&o.om), hash(&o.datanodes));
+    assert_eq!(
+        o.datanode_pdb.spec.as_ref().unwrap().max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+}
+
+#[test]
+fn production_example_sections() {
+    let c = load("examples/production.yaml");
+    let o = build(&c).unwrap();
+    let dn = o.datanodes.spec.as_ref().unwrap();
+    assert_eq!(dn.replicas, Some(12));
+    assert!(dn.volume_claim_templates.is_none(), "data on the host path");
+    let pod = dn.template.spec.as_ref().unwrap();
+    let data = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "data")
+        .unwrap();
+    assert_eq!(data.host_path.as_ref().unwrap().path, "/mnt/disks/ozone");
+    assert_eq!(
+        pod.node_selector.as_ref().unwrap()["node-role.example.com/storage"],
+        "true"
+    );
+    assert_eq!(
+        pod.tolerations.as_ref().unwrap()[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert_eq!(
+        pod.image_pull_secrets.as_ref().unwrap()[0].name,
+        "registry-credentials"
+    );
+    assert!(
+        pod.volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|v| v.name == "block-token")
+    );
+    let om = o.om.spec.as_ref().unwrap();
+    let claim = &om.volume_claim_templates.as_ref().unwrap()[0];
+    assert_eq!(
+        claim.spec.as_ref().unwrap().storage_class_name.as_deref(),
+        Some("fast-ssd")
+    );
+    let res = om.template.spec.as_ref().unwrap().containers[0]
+        .resources
+        .as_ref()
+        .unwrap();
+    assert_eq!(res.limits.as_ref().unwrap()["memory"].0, "8Gi");
+    assert!(
+        o.config.data.as_ref().unwrap()["ozone.conf"].contains("hdds.block.token.enabled = true")
+    );
+}
+
+#[test]
+fn short_circuit_off_stopped_and_config_rolls() {
+    let base = load("examples/minimal.yaml");
+    let mut off = base.clone();
+    off.spec.short_circuit.enabled = false;
+    let o = build(&off).unwrap();
+    let pod = o
+        .datanodes
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .clone();
+    assert!(pod.init_containers.is_none());
+    assert!(!pod.volumes.unwrap().iter().any(|v| v.name == "sockets"));
+    assert!(!o.config.data.as_ref().unwrap()["ozone.conf"].contains("socket"));
+
+    let mut stopped = base.clone();
+    stopped.spec.cluster_operation.stopped = true;
+    let o = build(&stopped).unwrap();
+    assert_eq!(o.om.spec.as_ref().unwrap().replicas, Some(0));
+    assert_eq!(o.datanodes.spec.as_ref().unwrap().replicas, Some(0));
+
+    // A config change changes the hash (pods roll); a scale does not.
+    let h0 = hash(&build(&base).unwrap().datanodes);
+    let mut bpc = base.clone();
+    bpc.spec.checksum.bytes_per_checksum = 1 << 20;
+    assert_ne!(hash(&build(&bpc).unwrap().datanodes), h0);
+    let mut scaled = base.clone();
+    scaled.spec.datanodes.replicas = 5;
+    assert_eq!(hash(&build(&scaled).unwrap().datanodes), h0);
+}
+
+#[test]
+fn invalid_specs_say_what_to_fix() {
+    let mut c = load("examples/minimal.yaml");
+    c.spec.datanodes.replicas = 2;
+    let e = build(&c).unwrap_err().to_string();
+    assert!(
+        e.contains("replication THREE needs at least 3 datanodes"),
+        "{e}"
+    );
+    c.spec.replication = Replication::ONE;
+    let o = build(&c).unwrap();
+    assert_eq!(
+        o.datanode_pdb.spec.as_ref().unwrap().max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0))
+    );
+    c.metadata.namespace = None;
+    assert!(build(&c).unwrap_err().to_string().contains("namespace"));
+    let bad: Result<OzoneCluster, _> = serde_yaml::from_str(
+        "apiVersion: ozone-rs.io/v1alpha1\nkind: OzoneCluster\nmetadata: {name: x}\nspec: {replication: TWO}\n",
+    );
+    assert!(bad.is_err());
+}
+
+#[test]
+fn committed_crd_is_current_and_carries_validation() {
+    let want = ozone_operator::crd_yaml().unwrap();
+    let path = format!("{}/../crds/ozonecluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "crds/ozonecluster.yaml is stale: run `cargo run -p ozone-operator -- crd > crds/ozonecluster.yaml`"
+    );
+    assert!(want.contains("x-kubernetes-validations"));
+    assert!(want.contains("self.replication != 'THREE' || self.datanodes.replicas >= 3"));
+    assert!(want.contains("shortNames:\n    - oz"));
+    assert!(
+        want.contains("Host directory of the sockets"),
+        "field descriptions for kubectl explain"
+    );
+}
