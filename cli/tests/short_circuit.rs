@@ -385,6 +385,16 @@ fn reader_with_another_uid() {
         eprintln!("skipped: needs root to switch uid");
         return;
     }
+    // The other uid must be able to reach and run the binary.
+    let reachable = exe().ancestors().skip(1).all(|d| {
+        std::fs::metadata(d)
+            .map(|m| m.permissions().mode() & 0o001 != 0)
+            .unwrap_or(false)
+    });
+    if !reachable {
+        eprintln!("skipped: the build directory is not reachable by other users");
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _guard = rt.enter();
     for restricted in [false, true] {
