@@ -70,3 +70,11 @@ pub async fn serve(addr: SocketAddr, state: HttpState) -> std::io::Result<Socket
     });
     Ok(local)
 }
+
+/// Binds a TCP listener for a gRPC server; returns it with its bound address
+/// (port 0 picks a free port).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}

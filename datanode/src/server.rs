@@ -146,16 +146,13 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         addr: cfg.http_bind,
         source,
     })?;
-    let listener = tokio::net::TcpListener::bind(cfg.grpc_bind)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: cfg.grpc_bind,
-            source,
-        })?;
-    let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: cfg.grpc_bind,
-        source,
-    })?;
+    let (listener, grpc_addr) =
+        http::bind(cfg.grpc_bind)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.grpc_bind,
+                source,
+            })?;
     let om = tonic::transport::Endpoint::from_shared(format!("http://{}", cfg.om_address))
         .map_err(|_| StartError::OmAddress(cfg.om_address.clone()))?
         .connect_timeout(Duration::from_secs(3))

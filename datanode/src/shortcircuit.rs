@@ -279,12 +279,14 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
     }
 }
 
-fn refuse(reason: impl Into<String>) -> ScGetBlockResponse {
-    ScGetBlockResponse {
+/// Answers a GetBlock with a refusal and its reason.
+async fn refuse(stream: &UnixStream, reason: impl Into<String>) -> Result<(), FrameError> {
+    let resp = ScGetBlockResponse {
         granted: false,
         reason: reason.into(),
         ..Default::default()
-    }
+    };
+    sc::send(stream, CMD_GET_BLOCK | RESPONSE, &resp, &[]).await
 }
 
 async fn get_block(
@@ -294,25 +296,13 @@ async fn get_block(
     req: ScGetBlockRequest,
 ) -> Result<(), FrameError> {
     let Some(id) = req.block else {
-        return sc::send(
-            stream,
-            CMD_GET_BLOCK | RESPONSE,
-            &refuse("missing block id"),
-            &[],
-        )
-        .await;
+        return refuse(stream, "missing block id").await;
     };
     if let Some(t) = &ctx.tokens
         && let Err(e) = t.verify(&req.token, &id, "READ", ozone_common::now_ms())
     {
         ctx.metrics.sc_refused("token");
-        return sc::send(
-            stream,
-            CMD_GET_BLOCK | RESPONSE,
-            &refuse(e.to_string()),
-            &[],
-        )
-        .await;
+        return refuse(stream, e.to_string()).await;
     }
     let key = key_of(&id);
     // The slot is registered before the block is looked up, so a deletion
@@ -324,13 +314,7 @@ async fn get_block(
                 GrantError::Deleted(..) => "deleted",
                 _ => "no_slot",
             });
-            return sc::send(
-                stream,
-                CMD_GET_BLOCK | RESPONSE,
-                &refuse(e.to_string()),
-                &[],
-            )
-            .await;
+            return refuse(stream, e.to_string()).await;
         }
     };
     let store = ctx.store.clone();
@@ -359,23 +343,11 @@ async fn get_block(
                 StorageError::NotCommitted(..) => "not_committed",
                 _ => "error",
             });
-            return sc::send(
-                stream,
-                CMD_GET_BLOCK | RESPONSE,
-                &refuse(e.to_string()),
-                &[],
-            )
-            .await;
+            return refuse(stream, e.to_string()).await;
         }
         Err(e) => {
             ctx.store.slots().release(conn, slot);
-            return sc::send(
-                stream,
-                CMD_GET_BLOCK | RESPONSE,
-                &refuse(e.to_string()),
-                &[],
-            )
-            .await;
+            return refuse(stream, e.to_string()).await;
         }
     };
     let resp = ScGetBlockResponse {

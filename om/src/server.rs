@@ -140,16 +140,13 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         addr: cfg.http_bind,
         source,
     })?;
-    let listener = tokio::net::TcpListener::bind(cfg.grpc_bind)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: cfg.grpc_bind,
-            source,
-        })?;
-    let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: cfg.grpc_bind,
-        source,
-    })?;
+    let (listener, grpc_addr) =
+        http::bind(cfg.grpc_bind)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.grpc_bind,
+                source,
+            })?;
     let svc = OmService::new(
         store.clone(),
         registry.clone(),
