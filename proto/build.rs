@@ -6,6 +6,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .bytes(".ozone.v1.WriteChunkRequest.data")
         .bytes(".ozone.v1.ReadChunkResponse.data")
+        .bytes(".ozone.v1.SidecarReadResponse.data")
+        .bytes(".ozone.v1.SidecarWriteRequest.data")
         .compile_fds(fds)?;
     Ok(())
 }

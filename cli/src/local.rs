@@ -3,7 +3,10 @@
 //! `node2`, ...), all state under one directory.
 //!
 //! Layout: `DIR/om/` (OM database), `DIR/node<i>/{data,meta}/` (datanode
-//! `i`), `DIR/logs/*.log` (process output), `DIR/cluster.env`.
+//! `i`), `DIR/node<i>/sockets/` (its socket directory, the hostPath),
+//! `DIR/<node>/app/<sidecar>/` (a sidecar's emptyDir: `sidecar.sock`,
+//! pass-through `sockets/`, and `sidecar.conf`, its ConfigMap),
+//! `DIR/logs/*.log` (process output), `DIR/cluster.env`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -63,6 +66,28 @@ pub struct LocalCluster {
     om_port: u16,
     om: Option<Child>,
     datanodes: Vec<Option<Child>>,
+    sidecars: Vec<(SidecarInfo, Vec<String>, Option<Child>)>,
+}
+
+/// Node name of the simulated node that runs workloads but no datanode.
+pub const CLIENT_NODE: &str = "client-node";
+
+/// A sidecar of the local cluster.
+#[derive(Debug, Clone)]
+pub struct SidecarInfo {
+    /// Sidecar name (unique in the cluster).
+    pub name: String,
+    /// Node it runs on.
+    pub node: String,
+    /// The application-facing gRPC socket.
+    pub socket: PathBuf,
+    /// Directory of its pass-through relay sockets (an application's
+    /// `ozone.domain.socket.path`).
+    pub passthrough_dir: PathBuf,
+    /// Its config file (policy), reloaded when it changes.
+    pub conf: PathBuf,
+    /// Its HTTP address (/metrics, /policy).
+    pub http: String,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
@@ -91,6 +116,7 @@ impl LocalCluster {
             spec,
             om_port,
             om: None,
+            sidecars: Vec::new(),
         };
         c.start_om().await?;
         for i in 0..c.spec.datanodes {
@@ -163,6 +189,15 @@ impl LocalCluster {
     }
 
     fn spawn(&self, name: &str, args: Vec<String>) -> Result<Child, LocalError> {
+        self.spawn_env(name, args, &[])
+    }
+
+    fn spawn_env(
+        &self,
+        name: &str,
+        args: Vec<String>,
+        env: &[(&str, &str)],
+    ) -> Result<Child, LocalError> {
         let log = self.spec.dir.join("logs").join(format!("{name}.log"));
         let out = std::fs::OpenOptions::new()
             .create(true)
@@ -172,6 +207,7 @@ impl LocalCluster {
         let err = out.try_clone().map_err(io(&log))?;
         Command::new(&self.spec.exe)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -344,6 +380,122 @@ impl LocalCluster {
         self.datanodes[i].as_ref().and_then(|c| c.id())
     }
 
+    /// Starts a sidecar named `name` on `node` whose config file holds
+    /// `policy` (`key = value` lines). The node's socket directory is its
+    /// hostPath; its own directory stands for the pod's emptyDir.
+    pub async fn start_sidecar(
+        &mut self,
+        node: &str,
+        name: &str,
+        policy: &[&str],
+    ) -> Result<SidecarInfo, LocalError> {
+        let dir = self.spec.dir.join(node).join("app").join(name);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let sockets = Self::socket_dir_of(&self.spec.dir, node);
+        std::fs::create_dir_all(&sockets).map_err(io(&sockets))?;
+        let conf = dir.join("sidecar.conf");
+        let text: String = policy.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&conf, text).map_err(io(&conf))?;
+        let info = SidecarInfo {
+            name: name.into(),
+            node: node.into(),
+            socket: dir.join("sidecar.sock"),
+            passthrough_dir: dir.join("sockets"),
+            conf,
+            http: String::new(),
+        };
+        let mut args = vec![
+            "sidecar".to_string(),
+            "--om".into(),
+            self.om_address(),
+            "--socket".into(),
+            info.socket.display().to_string(),
+            "--passthrough-dir".into(),
+            info.passthrough_dir.display().to_string(),
+            "--domain-socket-dir".into(),
+            sockets.display().to_string(),
+            "--http-addr".into(),
+            "127.0.0.1:0".into(),
+            "--conf".into(),
+            info.conf.display().to_string(),
+            "--ready-file".into(),
+            dir.join("ready").display().to_string(),
+        ];
+        args.extend(self.conf_args());
+        self.sidecars.retain(|(s, _, _)| s.name != name);
+        self.sidecars.push((info, args, None));
+        self.restart_sidecar(name).await
+    }
+
+    /// (Re)starts sidecar `name` with the arguments it was first started with.
+    pub async fn restart_sidecar(&mut self, name: &str) -> Result<SidecarInfo, LocalError> {
+        let i = self
+            .sidecars
+            .iter()
+            .position(|(s, _, _)| s.name == name)
+            .ok_or_else(|| LocalError::Io(name.into(), std::io::Error::other("no such sidecar")))?;
+        if let Some(mut old) = self.sidecars[i].2.take() {
+            Self::term(&mut old).await;
+        }
+        let (info, args) = (self.sidecars[i].0.clone(), self.sidecars[i].1.clone());
+        let ready = info.socket.with_file_name("ready");
+        let _ = std::fs::remove_file(&ready);
+        let log = format!("sidecar-{name}");
+        let mut child = self.spawn_env(&log, args, &[("NODE_NAME", info.node.as_str())])?;
+        self.wait_file(&mut child, &ready, &log).await?;
+        let line = std::fs::read_to_string(&ready).map_err(io(&ready))?;
+        let http = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http="))
+            .unwrap_or_default()
+            .to_string();
+        let entry = &mut self.sidecars[i];
+        entry.0.http = http;
+        entry.2 = Some(child);
+        Ok(entry.0.clone())
+    }
+
+    /// Starts one sidecar per datanode node and one on [`CLIENT_NODE`]
+    /// (no datanode there: its reads go over gRPC), all with the default
+    /// policy.
+    pub async fn start_sidecars(&mut self) -> Result<Vec<SidecarInfo>, LocalError> {
+        let mut out = Vec::new();
+        for i in 0..self.spec.datanodes {
+            let node = Self::node_name(i);
+            out.push(
+                self.start_sidecar(&node, &format!("{node}-sidecar"), &[])
+                    .await?,
+            );
+        }
+        out.push(
+            self.start_sidecar(CLIENT_NODE, &format!("{CLIENT_NODE}-sidecar"), &[])
+                .await?,
+        );
+        Ok(out)
+    }
+
+    /// Kills sidecar `name` with SIGKILL and reaps it.
+    pub async fn kill_sidecar(&mut self, name: &str) {
+        for (s, _, c) in &mut self.sidecars {
+            if s.name == name
+                && let Some(mut c) = c.take()
+            {
+                let _ = c.kill().await;
+            }
+        }
+    }
+
+    /// Stops sidecar `name` with SIGTERM (it drains) and waits for it.
+    pub async fn stop_sidecar(&mut self, name: &str) {
+        for (s, _, c) in &mut self.sidecars {
+            if s.name == name
+                && let Some(mut c) = c.take()
+            {
+                Self::term(&mut c).await;
+            }
+        }
+    }
+
     async fn term(child: &mut Child) {
         if let Some(pid) = child.id() {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
@@ -358,6 +510,11 @@ impl LocalCluster {
 
     /// Stops every process with SIGTERM (SIGKILL after 10 s).
     pub async fn stop(mut self) {
+        for (_, _, c) in &mut self.sidecars {
+            if let Some(mut c) = c.take() {
+                Self::term(&mut c).await;
+            }
+        }
         for c in self.datanodes.iter_mut().flatten() {
             Self::term(c).await;
         }
@@ -380,6 +537,13 @@ impl LocalCluster {
                     && let Ok(Some(_)) = c.try_wait()
                 {
                     return Self::node_name(i);
+                }
+            }
+            for (s, _, c) in &mut self.sidecars {
+                if let Some(c) = c
+                    && let Ok(Some(_)) = c.try_wait()
+                {
+                    return format!("sidecar-{}", s.name);
                 }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,5 +1,5 @@
 //! `ozone`: the shell (`ozone sh`), admin commands, a local cluster
-//! (`ozone local up`), the demo, and the OM and datanode processes.
+//! (`ozone local up`), the demo, and the OM, datanode and sidecar processes.
 
 mod demo;
 
@@ -33,6 +33,10 @@ struct Cli {
     /// Config overrides, `key=value` (repeatable).
     #[arg(long = "set", global = true)]
     set: Vec<String>,
+    /// Key commands go through the sidecar listening on this UNIX socket
+    /// (under its workload policy) instead of to the cluster.
+    #[arg(long, global = true, env = "OZONE_SIDECAR")]
+    sidecar: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -60,6 +64,8 @@ enum Cmd {
     Om(ozone_om::cmd::OmArgs),
     /// Runs a datanode.
     Datanode(ozone_datanode::cmd::DatanodeArgs),
+    /// Runs a client sidecar (what `ozone-sidecar` runs).
+    Sidecar(ozone_sidecar::cmd::SidecarArgs),
 }
 
 #[derive(Subcommand)]
@@ -153,6 +159,10 @@ enum LocalCmd {
         /// Number of datanodes (each on its own simulated node).
         #[arg(long, default_value_t = 3)]
         datanodes: usize,
+        /// Also start one sidecar per node, and one on a node without a
+        /// datanode (`client-node`).
+        #[arg(long)]
+        sidecars: bool,
     },
 }
 
@@ -259,7 +269,65 @@ fn print_key(k: &KeyInfo) {
     }
 }
 
+/// Key commands through a sidecar.
+async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()> {
+    let sc = ozone_client::sidecar::SidecarClient::unix(socket)?;
+    let ShCmd::Key { cmd } = cmd else {
+        bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
+    };
+    match cmd {
+        KeyCmd::Put { path, file } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            let f = tokio::fs::File::open(file)
+                .await
+                .with_context(|| format!("opening {}", file.display()))?;
+            let key = sc.put_key(&v, &b, &k, f).await?;
+            eprintln!("wrote {} to {path} through the sidecar", human(key.size));
+        }
+        KeyCmd::Get {
+            path,
+            file,
+            no_verify,
+        } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            let verify = no_verify.then_some(false);
+            let r = sc.open_key_with(&v, &b, &k, verify).await?;
+            let mut f = tokio::fs::File::create(file).await?;
+            let n = r.copy_to(&mut f).await?;
+            f.sync_all().await?;
+            eprintln!(
+                "read {} from {path} through the sidecar (verify-checksum {})",
+                human(n),
+                r.verify_checksum()
+            );
+            r.close().await?;
+        }
+        KeyCmd::Ls { path, prefix } => {
+            let (v, b) = OzonePath::bucket_path(path)?;
+            for k in sc.list_keys(&v, &b, prefix).await? {
+                println!("{}\t{}", k.size, k.name);
+            }
+        }
+        KeyCmd::Info { path } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            print_key(&sc.key_info(&v, &b, &k).await?);
+        }
+        KeyCmd::Rm { path } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            sc.delete_key(&v, &b, &k).await?;
+            println!("deleted {path}");
+        }
+        KeyCmd::Checksum { .. } => {
+            bail!("key checksum is not served by the sidecar; drop --sidecar")
+        }
+    }
+    Ok(())
+}
+
 async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
+    if let Some(socket) = &cli.sidecar {
+        return sh_sidecar(socket, cmd).await;
+    }
     let client = cli.client()?;
     match cmd {
         ShCmd::Volume { cmd } => match cmd {
@@ -394,7 +462,7 @@ async fn shutdown_signal() {
     }
 }
 
-async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize) -> anyhow::Result<()> {
+async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> anyhow::Result<()> {
     if datanodes == 0 {
         bail!("--datanodes must be at least 1");
     }
@@ -416,6 +484,18 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize) -> anyhow::Result<(
         _ = shutdown_signal() => bail!("interrupted while starting"),
     };
     println!("ready om={}", cluster.om_address());
+    if sidecars {
+        for s in cluster.start_sidecars().await? {
+            println!(
+                "sidecar {} node={} socket={} passthrough={} http={}",
+                s.name,
+                s.node,
+                s.socket.display(),
+                s.passthrough_dir.display(),
+                s.http
+            );
+        }
+    }
     eprintln!(
         "cluster state in {}; logs in {}/logs; `source {}/cluster.env` to use it",
         dir.display(),
@@ -443,10 +523,16 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Sh { cmd } => sh(&cli, cmd).await,
         Cmd::Admin { cmd } => admin(&cli, cmd).await,
         Cmd::Local {
-            cmd: LocalCmd::Up { dir, datanodes },
-        } => local_up(&cli, dir.clone(), *datanodes).await,
+            cmd:
+                LocalCmd::Up {
+                    dir,
+                    datanodes,
+                    sidecars,
+                },
+        } => local_up(&cli, dir.clone(), *datanodes, *sidecars).await,
         Cmd::Demo(args) => demo::run(args.clone(), cli.set.clone()).await,
         Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,
         Cmd::Datanode(args) => ozone_datanode::cmd::run(args.clone()).await,
+        Cmd::Sidecar(args) => ozone_sidecar::cmd::run(args.clone()).await,
     }
 }

@@ -473,7 +473,7 @@ async fn verification_without_widening() {
             assert_eq!(buf, want[1_000_003..1_065_539]);
             let checked = r.stats().checksummed_bytes - before;
             assert!(
-                checked <= 65_536 + 2 * 16_384,
+                checked <= 65_536 + 2 * 4_096,
                 "{bpc} sc={via_sc}: {checked} bytes checksummed"
             );
             assert!(checked >= 65_536);
@@ -497,7 +497,7 @@ async fn verification_without_widening() {
         let raw = sc_client(c, "node1", &[]).with_verify_checksum(false);
         let k = sc.open_key("vol", "bucket", &name).await.unwrap();
         let mut buf = vec![0u8; 65_536];
-        // Outside the corrupt 16 KiB window (but inside its 1 MiB window).
+        // Outside the corrupt 4 KiB fine window (but inside its 1 MiB window).
         k.read_exact_at(2_000_000 - 40_000, &mut buf[..20_000])
             .await
             .unwrap();

@@ -20,6 +20,7 @@ pub mod om;
 pub mod pool;
 pub mod reader;
 pub mod shortcircuit;
+pub mod sidecar;
 pub mod writer;
 
 use std::collections::HashMap;

@@ -70,7 +70,9 @@ pub fn order_replicas<'a>(
     out
 }
 
-/// An open key; each reader has its own verify-checksum switch.
+/// An open key; each reader has its own verify-checksum switch. Clones
+/// share the client and may differ in that switch.
+#[derive(Clone)]
 pub struct KeyReader {
     inner: Arc<ClientInner>,
     key: KeyInfo,
@@ -337,7 +339,7 @@ impl KeyReader {
                 .as_ref()
                 .ok_or_else(|| ReplicaError::Other("datanode sent no checksums".into()))?;
             // The datanode may answer with finer windows than the key's
-            // (it keeps 16 KiB windows); they must divide the key's.
+            // (it keeps 4 KiB windows); they must divide the key's.
             let key_bpc = self.checksum.bytes_per_checksum() as u64;
             let bpc = cd.bytes_per_checksum as u64;
             if cd.r#type != self.checksum.kind() as i32

@@ -87,14 +87,46 @@ impl Checksummer {
         }
     }
 
-    /// CRC of `a ++ b` from the CRCs of `a` and `b` and the length of `b`.
-    pub fn combine(&self, crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
+    /// Checksum of the concatenation of `pieces`, without copying them.
+    #[inline]
+    pub fn checksum_pieces(&self, pieces: &[&[u8]]) -> u32 {
+        if let [one] = pieces {
+            return self.checksum(one);
+        }
         let alg = match self.kind {
             ChecksumType::Crc32c => CrcAlgorithm::Crc32Iscsi,
             ChecksumType::Crc32 => CrcAlgorithm::Crc32IsoHdlc,
-            _ => return 0,
+            ChecksumType::None | ChecksumType::Unspecified => return 0,
         };
-        crc_fast::checksum_combine(alg, crc_a as u64, crc_b as u64, len_b) as u32
+        let mut d = crc_fast::Digest::new(alg);
+        for p in pieces {
+            d.update(p);
+        }
+        d.finalize() as u32
+    }
+
+    /// CRC of `a ++ b` from the CRCs of `a` and `b` and the length of `b`.
+    #[inline]
+    pub fn combine(&self, crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
+        self.combine_with(self.combine_op(len_b), crc_a, crc_b)
+    }
+
+    /// The operator that appends `len_b` bytes in [`Self::combine_with`];
+    /// compute it once when many CRCs are combined over equal lengths.
+    pub fn combine_op(&self, len_b: u64) -> CombineOp {
+        match gf2_poly(self.kind) {
+            Some(poly) => CombineOp(x8nmodp(poly, len_b), poly),
+            None => CombineOp(0, 0),
+        }
+    }
+
+    /// CRC of `a ++ b` where `op` is [`Self::combine_op`] of the length of `b`.
+    #[inline]
+    pub fn combine_with(&self, op: CombineOp, crc_a: u32, crc_b: u32) -> u32 {
+        if op.1 == 0 {
+            return 0;
+        }
+        multmodp(op.1, op.0, crc_a) ^ crc_b
     }
 
     /// Appends the checksums of every window of `data` to `out`.
@@ -153,6 +185,55 @@ impl Checksummer {
     }
 }
 
+/// Precomputed "append n bytes" operator for CRC combine: x^(8n) modulo the
+/// polynomial, with the polynomial itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CombineOp(u32, u32);
+
+/// Reflected generator polynomial of a CRC type.
+fn gf2_poly(kind: ChecksumType) -> Option<u32> {
+    match kind {
+        ChecksumType::Crc32c => Some(0x82f6_3b78),
+        ChecksumType::Crc32 => Some(0xedb8_8320),
+        ChecksumType::None | ChecksumType::Unspecified => None,
+    }
+}
+
+/// `a * b` modulo the reflected polynomial `poly` (bit 31 is x^0).
+#[inline]
+fn multmodp(poly: u32, a: u32, mut b: u32) -> u32 {
+    let mut m = 1u32 << 31;
+    let mut p = 0u32;
+    loop {
+        if a & m != 0 {
+            p ^= b;
+            if a & (m - 1) == 0 {
+                break;
+            }
+        }
+        m >>= 1;
+        b = if b & 1 != 0 { (b >> 1) ^ poly } else { b >> 1 };
+    }
+    p
+}
+
+/// x^(8n) modulo `poly`, by squaring: at most 64 multiplications.
+fn x8nmodp(poly: u32, mut n: u64) -> u32 {
+    // x^(2^k), starting at k = 3 (x^8: one byte).
+    let mut sq = 1u32 << (31 - 8);
+    let mut p = 1u32 << 31; // x^0
+    while n != 0 {
+        if n & 1 != 0 {
+            p = multmodp(poly, sq, p);
+        }
+        n >>= 1;
+        if n != 0 {
+            sq = multmodp(poly, sq, sq);
+        }
+    }
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +280,39 @@ mod tests {
             let a = c.checksum(b"hello ");
             let b = c.checksum(b"world");
             assert_eq!(c.combine(a, b, 5), c.checksum(b"hello world"));
+        }
+    }
+
+    #[test]
+    fn combine_agrees_with_crc_fast_and_whole_buffers() {
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for kind in [ChecksumType::Crc32, ChecksumType::Crc32c] {
+            let c = Checksummer::new(kind, 4096).unwrap();
+            let alg = match kind {
+                ChecksumType::Crc32c => CrcAlgorithm::Crc32Iscsi,
+                _ => CrcAlgorithm::Crc32IsoHdlc,
+            };
+            for split in [0usize, 1, 7, 4096, 16_384, 65_535, 70_000] {
+                let (a, b) = data.split_at(split);
+                let (ca, cb) = (c.checksum(a), c.checksum(b));
+                let whole = c.checksum(&data);
+                assert_eq!(c.combine(ca, cb, b.len() as u64), whole, "split {split}");
+                let theirs = crc_fast::checksum_combine(alg, ca as u64, cb as u64, b.len() as u64);
+                assert_eq!(theirs as u32, whole);
+                let op = c.combine_op(b.len() as u64);
+                assert_eq!(c.combine_with(op, ca, cb), whole);
+            }
+            assert_eq!(
+                c.checksum_pieces(&[&data[..10], &data[10..5000], &data[5000..]]),
+                c.checksum(&data)
+            );
+            // Folding equal windows with one precomputed operator.
+            let op = c.combine_op(4096);
+            let mut acc = c.checksum(&data[..4096]);
+            for w in data[4096..65_536].chunks(4096) {
+                acc = c.combine_with(op, acc, c.checksum(w));
+            }
+            assert_eq!(acc, c.checksum(&data[..65_536]));
         }
     }
 

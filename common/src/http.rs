@@ -56,13 +56,28 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
 /// Binds `addr` and serves the endpoints in a background task; returns the
 /// bound address.
 pub async fn serve(addr: SocketAddr, state: HttpState) -> std::io::Result<SocketAddr> {
+    serve_with(addr, state, Vec::new()).await
+}
+
+/// A text page rendered on each request.
+pub type Page = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// [`serve`] plus extra text pages at the given paths.
+pub async fn serve_with(
+    addr: SocketAddr,
+    state: HttpState,
+    pages: Vec<(&'static str, Page)>,
+) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state);
+        .route("/metrics", get(metrics));
+    for (path, page) in pages {
+        app = app.route(path, get(move || async move { page() }));
+    }
+    let app = app.with_state(state);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("http endpoint stopped: {e}");

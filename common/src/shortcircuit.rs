@@ -78,11 +78,26 @@ pub async fn send(
     if len > MAX_FRAME as usize {
         return Err(FrameError::TooLarge(len as u32));
     }
-    let mut buf = Vec::with_capacity(HEADER + len);
+    let mut body = Vec::with_capacity(len);
+    msg.encode(&mut body).expect("vec has room");
+    send_raw(stream, cmd, &body, fds).await
+}
+
+/// Sends one frame of already-encoded `body` (a relay forwarding frames).
+pub async fn send_raw(
+    stream: &UnixStream,
+    cmd: u8,
+    body: &[u8],
+    fds: &[RawFd],
+) -> Result<(), FrameError> {
+    if body.len() > MAX_FRAME as usize {
+        return Err(FrameError::TooLarge(body.len() as u32));
+    }
+    let mut buf = Vec::with_capacity(HEADER + body.len());
     buf.push(VERSION);
     buf.push(cmd);
-    buf.extend_from_slice(&(len as u32).to_be_bytes());
-    msg.encode(&mut buf).expect("vec has room");
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(body);
     let mut sent = 0;
     while sent < buf.len() {
         let n = stream

@@ -32,8 +32,9 @@ const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks"
 pub const MAX_BLOCK_SIZE: u64 = 16 << 30;
 
 /// Fine checksum window the datanode keeps whatever a key's window is, so
-/// a verified read checks only the 16 KiB windows it touches.
-pub const FINE_WINDOW: u32 = 16 * 1024;
+/// a verified read checks only the 4 KiB windows it touches (a page: an
+/// unaligned 64 KiB read widens by at most 8 KiB).
+pub const FINE_WINDOW: u32 = 4 * 1024;
 
 /// The fine checksummer for a key's checksummer, when its windows are a
 /// larger multiple of [`FINE_WINDOW`].
@@ -48,31 +49,41 @@ pub fn fine_of(ck: &Checksummer) -> Option<Checksummer> {
     Checksummer::new(ck.kind(), FINE_WINDOW).ok()
 }
 
-/// Checks that the fine checksums of `len` bytes combine into the coarse
-/// ones; `first_coarse` is the index of the first coarse window (for errors).
+/// Checks that the fine checksums (windows of `fine_bpc` bytes) of `len`
+/// bytes combine into the coarse ones; `first_coarse` is the index of the
+/// first coarse window (for errors).
 pub fn check_fine_against_coarse(
     ck: &Checksummer,
+    fine_bpc: u32,
     fine: &[u32],
     coarse: &[u32],
     len: u64,
     first_coarse: u64,
 ) -> Result<(), ChecksumError> {
-    let per = (ck.bytes_per_checksum() / FINE_WINDOW) as usize;
     let bpc = ck.bytes_per_checksum() as u64;
-    if fine.len() != len.div_ceil(FINE_WINDOW as u64) as usize || coarse.len() != ck.windows(len) {
+    if fine_bpc == 0 || !ck.bytes_per_checksum().is_multiple_of(fine_bpc) {
+        return Err(ChecksumError::BadWindow(fine_bpc));
+    }
+    let per = (ck.bytes_per_checksum() / fine_bpc) as usize;
+    if fine.len() != len.div_ceil(fine_bpc as u64) as usize || coarse.len() != ck.windows(len) {
         return Err(ChecksumError::Count {
             expected: ck.windows(len),
             got: coarse.len(),
             len,
         });
     }
+    let whole = ck.combine_op(fine_bpc as u64);
     for (i, (&want, group)) in coarse.iter().zip(fine.chunks(per)).enumerate() {
         let start = i as u64 * bpc;
         let mut acc = group[0];
         for (j, &f) in group.iter().enumerate().skip(1) {
-            let ws = start + j as u64 * FINE_WINDOW as u64;
-            let wl = (len - ws).min(FINE_WINDOW as u64);
-            acc = ck.combine(acc, f, wl);
+            let ws = start + j as u64 * fine_bpc as u64;
+            let wl = (len - ws).min(fine_bpc as u64);
+            acc = if wl == fine_bpc as u64 {
+                ck.combine_with(whole, acc, f)
+            } else {
+                ck.combine(acc, f, wl)
+            };
         }
         if acc != want {
             let window = first_coarse + i as u64;
@@ -158,7 +169,7 @@ pub struct CommittedBlock {
     pub checksummer: Checksummer,
     /// Checksums of every window of the block, in order.
     pub checksums: Vec<u32>,
-    /// Fine checksums (16 KiB windows) of the block, when kept.
+    /// Fine checksums (4 KiB windows) of the block, when kept.
     pub fine: Option<(Checksummer, Vec<u32>)>,
     /// Path of the block file.
     pub path: PathBuf,
@@ -209,6 +220,7 @@ pub fn validate_chunks(block: &BlockData) -> Result<Validated, StorageError> {
     let ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
     let fine_ck = fine_of(&ck).filter(|_| block.chunks.iter().all(|c| c.fine_checksum.is_some()));
     let mut fine_sums = Vec::new();
+    let mut fine_bpc = 0u32;
     let mut next = 0u64;
     let mut sums = Vec::new();
     for (i, c) in block.chunks.iter().enumerate() {
@@ -247,13 +259,16 @@ pub fn validate_chunks(block: &BlockData) -> Result<Validated, StorageError> {
         }
         sums.extend_from_slice(&cd.checksums);
         if let (Some(f), Some(fd)) = (&fine_ck, &c.fine_checksum) {
-            if fd.r#type != f.kind() as i32 || fd.bytes_per_checksum != FINE_WINDOW {
+            let same_window = fine_sums.is_empty() || fd.bytes_per_checksum == fine_bpc;
+            if fd.r#type != f.kind() as i32 || !same_window {
                 return Err(invalid(format!(
                     "chunk {i} has fine checksums of another kind"
                 )));
             }
+            fine_bpc = fd.bytes_per_checksum;
             check_fine_against_coarse(
                 &ck,
+                fd.bytes_per_checksum,
                 &fd.checksums,
                 &cd.checksums,
                 c.len,
@@ -278,7 +293,11 @@ pub fn validate_chunks(block: &BlockData) -> Result<Validated, StorageError> {
             block.size
         )));
     }
-    Ok((ck, sums, fine_ck.map(|f| (f, fine_sums))))
+    let fine = match fine_ck {
+        Some(f) => Some((Checksummer::new(f.kind(), fine_bpc)?, fine_sums)),
+        None => None,
+    };
+    Ok((ck, sums, fine))
 }
 
 /// What [`validate_chunks`] returns: checksummer, window checksums and the
@@ -440,6 +459,7 @@ impl BlockStore {
             if verify {
                 check_fine_against_coarse(
                     &ck,
+                    FINE_WINDOW,
                     &fine,
                     &cd.checksums,
                     chunk.len,
@@ -604,7 +624,7 @@ impl BlockStore {
     }
 
     /// Reads `len` bytes at `offset` of a committed block. With checksums,
-    /// the range is widened to whole windows (the fine 16 KiB windows when
+    /// the range is widened to whole windows (the fine 4 KiB windows when
     /// kept, unless `coarse`) and their checksums returned. Blocking.
     pub fn read(
         &self,
@@ -738,16 +758,17 @@ mod tests {
         // Reopened: fine checksums are checked against the coarse ones.
         let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
         let fine = Checksummer::new(ChecksumType::Crc32c, FINE_WINDOW).unwrap();
-        // A 20 KiB read inside the second 64 KiB window: two 16 KiB windows.
+        // A 20,000-byte read inside the second 64 KiB window: only the five
+        // 4 KiB windows covering it.
         let (off, got, sums) = s.read(&id, 70_000, 20_000, true, false).unwrap();
         let sums = sums.unwrap();
         assert_eq!(
             (off, got.len(), sums.bytes_per_checksum),
-            (65_536, 32_768, FINE_WINDOW)
+            (69_632, 20_480, FINE_WINDOW)
         );
         fine.verify(&got, off / FINE_WINDOW as u64, &sums.checksums)
             .unwrap();
-        assert_eq!(&got[..], &data[65_536..98_304]);
+        assert_eq!(&got[..], &data[69_632..90_112]);
         // The key's own windows on request.
         let (off, got, sums) = s.read(&id, 70_000, 20_000, true, true).unwrap();
         assert_eq!((off, got.len()), (65_536, 65_536));

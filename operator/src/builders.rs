@@ -2,13 +2,16 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, HostPathVolumeSource, LocalObjectReference, ObjectFieldSelector,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SecurityContext, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Secret, SecurityContext, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -17,7 +20,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use sha2::{Digest, Sha256};
 
-use crate::crd::{ChecksumKind, OzoneCluster, Replication};
+use crate::crd::{ChecksumKind, OzoneCluster, Replication, VolumeDeletionPolicy};
+use crate::overrides;
 
 /// The uid the OM and datanodes run as.
 pub const RUN_AS: i64 = 1000;
@@ -31,6 +35,29 @@ pub const DN_PORT: i32 = 9858;
 pub const DN_HTTP_PORT: i32 = 9882;
 /// Pod-template annotation carrying the config hash (a change rolls pods).
 pub const CONFIG_HASH: &str = "ozone-rs.io/config-hash";
+/// Key of the block-token secret in its Secret.
+pub const TOKEN_KEY: &str = "secret";
+
+/// Name of the block-token Secret of a cluster.
+pub fn token_secret_name(cluster: &str) -> String {
+    format!("{cluster}-block-token")
+}
+
+/// The block-token Secret holding `key`. The controller creates it once
+/// with a random key (64 hex digits) and never rewrites it (tokens stay valid across
+/// reconciles and restarts).
+pub fn token_secret(c: &OzoneCluster, key: &[u8]) -> Result<Secret, BuildError> {
+    let name = c.metadata.name.clone().ok_or(BuildError::Missing("name"))?;
+    Ok(Secret {
+        metadata: meta(c, token_secret_name(&name), "block-token"),
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            TOKEN_KEY.to_string(),
+            k8s_openapi::ByteString(key.to_vec()),
+        )])),
+        ..Default::default()
+    })
+}
 
 /// A resource that cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -279,6 +306,18 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
                 .collect()
         });
     let stopped = s.cluster_operation.stopped;
+    // Scaling down (or stopping) never deletes claims; deleting the
+    // resource does only when asked.
+    let retention = StatefulSetPersistentVolumeClaimRetentionPolicy {
+        when_deleted: Some(
+            match s.volume_deletion_policy {
+                VolumeDeletionPolicy::Retain => "Retain",
+                VolumeDeletionPolicy::Delete => "Delete",
+            }
+            .into(),
+        ),
+        when_scaled: Some("Retain".into()),
+    };
 
     let config = ConfigMap {
         metadata: meta(c, format!("{name}-config"), "config"),
@@ -317,7 +356,7 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         extra_volumes.push(Volume {
             name: "block-token".into(),
             secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
-                secret_name: Some(format!("{name}-block-token")),
+                secret_name: Some(token_secret_name(&name)),
                 ..Default::default()
             }),
             ..Default::default()
@@ -382,17 +421,24 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
                 match_labels: Some(selector(&name, "om")),
                 ..Default::default()
             },
-            template: PodTemplateSpec {
-                metadata: Some(template_meta("om")),
-                spec: Some(PodSpec {
-                    containers: vec![om_container],
-                    volumes: Some([vec![config_volume.clone()], extra_volumes.clone()].concat()),
-                    security_context: Some(pod_security.clone()),
-                    image_pull_secrets: pull_secrets.clone(),
-                    ..Default::default()
-                }),
-            },
+            template: overrides::apply(
+                PodTemplateSpec {
+                    metadata: Some(template_meta("om")),
+                    spec: Some(PodSpec {
+                        containers: vec![om_container],
+                        volumes: Some(
+                            [vec![config_volume.clone()], extra_volumes.clone()].concat(),
+                        ),
+                        security_context: Some(pod_security.clone()),
+                        image_pull_secrets: pull_secrets.clone(),
+                        ..Default::default()
+                    }),
+                },
+                s.om.pod_overrides.as_ref(),
+                "spec.om.podOverrides",
+            )?,
             volume_claim_templates: Some(vec![claim(&s.om.storage)]),
+            persistent_volume_claim_retention_policy: Some(retention.clone()),
             ..Default::default()
         }),
         ..Default::default()
@@ -534,22 +580,27 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
                 match_labels: Some(selector(&name, "datanode")),
                 ..Default::default()
             },
-            template: PodTemplateSpec {
-                metadata: Some(template_meta("datanode")),
-                spec: Some(PodSpec {
-                    init_containers: (!init.is_empty()).then_some(init),
-                    containers: vec![dn_container],
-                    volumes: Some(dn_volumes),
-                    security_context: Some(pod_security),
-                    image_pull_secrets: pull_secrets,
-                    affinity: Some(Affinity { ..affinity }),
-                    node_selector: (!s.datanodes.node_selector.is_empty())
-                        .then(|| s.datanodes.node_selector.clone()),
-                    tolerations: (!s.datanodes.tolerations.is_empty())
-                        .then(|| s.datanodes.tolerations.clone()),
-                    ..Default::default()
-                }),
-            },
+            template: overrides::apply(
+                PodTemplateSpec {
+                    metadata: Some(template_meta("datanode")),
+                    spec: Some(PodSpec {
+                        init_containers: (!init.is_empty()).then_some(init),
+                        containers: vec![dn_container],
+                        volumes: Some(dn_volumes),
+                        security_context: Some(pod_security),
+                        image_pull_secrets: pull_secrets,
+                        affinity: Some(Affinity { ..affinity }),
+                        node_selector: (!s.datanodes.node_selector.is_empty())
+                            .then(|| s.datanodes.node_selector.clone()),
+                        tolerations: (!s.datanodes.tolerations.is_empty())
+                            .then(|| s.datanodes.tolerations.clone()),
+                        ..Default::default()
+                    }),
+                },
+                s.datanodes.pod_overrides.as_ref(),
+                "spec.datanodes.podOverrides",
+            )?,
+            persistent_volume_claim_retention_policy: Some(retention),
             volume_claim_templates: data_claims,
             ..Default::default()
         }),

@@ -55,6 +55,31 @@ pub struct OzoneClusterSpec {
     /// Stop the cluster or pause reconciliation.
     #[serde(default)]
     pub cluster_operation: ClusterOperation,
+    /// What happens to the data volumes (PersistentVolumeClaims) when the
+    /// resource is deleted: Retain (default) keeps them, Delete removes them.
+    /// Host-path data always stays.
+    #[serde(default)]
+    pub volume_deletion_policy: VolumeDeletionPolicy,
+}
+
+/// Fate of the data volumes when the resource is deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq)]
+pub enum VolumeDeletionPolicy {
+    /// Keep the claims (and the data); a new resource of the same name reuses them.
+    #[default]
+    Retain,
+    /// Delete the claims with the StatefulSets.
+    Delete,
+}
+
+/// Schema of a pod override: any part of a pod template, merged over the
+/// built one (maps key by key, lists of named items by name).
+fn pod_overrides_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "Any part of a pod template (metadata, spec), merged over the one the operator builds: maps key by key, lists of named items (containers, volumes, env) by name, other values replaced.",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
 }
 
 /// Container image.
@@ -145,6 +170,10 @@ pub struct OmSpec {
     /// Container resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// Pod template overrides for what the spec does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "pod_overrides_schema")]
+    pub pod_overrides: Option<serde_json::Value>,
 }
 
 fn one() -> i32 {
@@ -157,6 +186,7 @@ impl Default for OmSpec {
             replicas: 1,
             storage: StorageSpec::default(),
             resources: None,
+            pod_overrides: None,
         }
     }
 }
@@ -188,6 +218,10 @@ pub struct DatanodeSpec {
     /// Extra affinity (the one-datanode-per-node anti-affinity is always added).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
+    /// Pod template overrides for what the spec does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "pod_overrides_schema")]
+    pub pod_overrides: Option<serde_json::Value>,
 }
 
 fn three() -> i32 {
@@ -204,6 +238,7 @@ impl Default for DatanodeSpec {
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             affinity: None,
+            pod_overrides: None,
         }
     }
 }
@@ -337,9 +372,21 @@ pub struct OzoneClusterStatus {
     /// Datanode readiness.
     #[serde(default)]
     pub datanodes: RoleStatus,
-    /// Nodes running a datanode.
+    /// The datanode pods and the nodes they run on.
     #[serde(default)]
-    pub datanode_nodes: Vec<String>,
+    pub datanode_pods: Vec<DatanodePod>,
+}
+
+/// One datanode pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatanodePod {
+    /// Pod name.
+    pub pod: String,
+    /// Node the pod runs on (empty while unscheduled).
+    pub node: String,
+    /// Whether the pod is Ready.
+    pub ready: bool,
 }
 
 /// Ready and desired replicas of a role.

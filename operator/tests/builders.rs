@@ -183,6 +183,29 @@ fn production_example_sections() {
     assert!(
         o.config.data.as_ref().unwrap()["ozone.conf"].contains("hdds.block.token.enabled = true")
     );
+    // Pod overrides: merged over the built template, nothing built is lost.
+    let t = &o.datanodes.spec.as_ref().unwrap().template;
+    let pod = t.spec.as_ref().unwrap();
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    let env = pod.containers[0].env.as_ref().unwrap();
+    assert!(env.iter().any(|e| e.name == "RUST_LOG"));
+    assert!(env.iter().any(|e| e.name == "NODE_NAME"), "built env kept");
+    assert_eq!(pod.containers.len(), 1);
+    let ann = t.metadata.as_ref().unwrap().annotations.as_ref().unwrap();
+    assert_eq!(ann["prometheus.io/scrape"], "true");
+    assert!(ann.contains_key(CONFIG_HASH), "built annotation kept");
+    // An override that breaks the template is an invalid spec, not a crash.
+    let mut bad = c.clone();
+    bad.spec.om.pod_overrides = Some(serde_json::json!({"spec": {"containers": 3}}));
+    assert!(
+        build(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("spec.om.podOverrides")
+    );
 }
 
 #[test]
@@ -247,12 +270,14 @@ fn invalid_specs_say_what_to_fix() {
 #[test]
 fn committed_crd_is_current_and_carries_validation() {
     let want = ozone_operator::crd_yaml().unwrap();
-    let path = format!("{}/../crds/ozonecluster.yaml", env!("CARGO_MANIFEST_DIR"));
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "crds/ozonecluster.yaml is stale: run `cargo run -p ozone-operator -- crd > crds/ozonecluster.yaml`"
-    );
+    for rel in ["crds", "charts/ozone-operator/crds"] {
+        let path = format!("{}/../{rel}/ozonecluster.yaml", env!("CARGO_MANIFEST_DIR"));
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{rel}/ozonecluster.yaml is stale: run `cargo run -p ozone-operator -- crd > {rel}/ozonecluster.yaml`"
+        );
+    }
     assert!(want.contains("x-kubernetes-validations"));
     assert!(want.contains("self.replication != 'THREE' || self.datanodes.replicas >= 3"));
     assert!(want.contains("shortNames:\n    - oz"));
@@ -260,4 +285,23 @@ fn committed_crd_is_current_and_carries_validation() {
         want.contains("Host directory of the sockets"),
         "field descriptions for kubectl explain"
     );
+}
+
+#[test]
+fn cel_rules_of_the_crd_are_evaluated() {
+    // The CRD's x-kubernetes-validations, evaluated client-side the way the
+    // API server does (kube's CEL support).
+    let mut c = load("examples/minimal.yaml");
+    kube::core::cel::validate_cel(&c).unwrap();
+    c.spec.datanodes.replicas = 2;
+    let e = format!("{:?}", kube::core::cel::validate_cel(&c).unwrap_err());
+    assert!(
+        e.contains("replication THREE needs at least 3 datanodes"),
+        "{e}"
+    );
+    c.spec.replication = Replication::ONE;
+    kube::core::cel::validate_cel(&c).unwrap();
+    for f in ["examples/minimal.yaml", "examples/production.yaml"] {
+        kube::core::cel::validate_cel(&load(f)).unwrap();
+    }
 }

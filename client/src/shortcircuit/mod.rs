@@ -442,54 +442,100 @@ fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScE
     Ok((ck, sums))
 }
 
-/// Returns the bytes checksummed.
+/// Reads the whole checksum windows covering `offset..offset + out.len()`
+/// with one `preadv`: the requested bytes land in `out`, the parts of the
+/// end windows outside the request in a reused scratch buffer; each window
+/// is then checked where it lies (no copy). Returns the bytes checksummed.
 fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<u64, ScError> {
-    let bpc = b.checksum.bytes_per_checksum() as u64;
-    let end = offset + out.len() as u64;
     if out.is_empty() {
         return Ok(0);
     }
-    let covered = ((end - 1) / bpc + 1) * bpc;
-    let checked = covered.min(b.size) - (offset / bpc) * bpc;
-    let w0 = offset / bpc;
-    let w_last = (end - 1) / bpc;
-    let mut w = w0;
-    while w <= w_last {
-        let ws = w * bpc;
-        let we = (ws + bpc).min(b.size);
-        let expected = b.checksums[w as usize..w as usize + 1].as_ref();
-        if ws >= offset && we <= end {
-            // Whole window inside the request: read and check in place. Take
-            // as many consecutive whole windows as fit.
-            let mut last = w;
-            while last < w_last && (last + 2) * bpc <= end {
-                last += 1;
-            }
-            let run_end = ((last + 1) * bpc).min(b.size);
-            let dst = &mut out[(ws - offset) as usize..(run_end - offset) as usize];
-            b.file.read_exact_at(dst, ws).map_err(ScError::Io)?;
-            b.checksum
-                .verify(dst, w, &b.checksums[w as usize..=last as usize])?;
-            w = last + 1;
-        } else {
-            // Partial window at an end of the request.
-            SCRATCH.with(|s| -> Result<(), ScError> {
-                let mut s = s.borrow_mut();
-                let n = (we - ws) as usize;
-                if s.len() < n {
-                    s.resize(n, 0);
+    let bpc = b.checksum.bytes_per_checksum() as u64;
+    let end = offset + out.len() as u64;
+    let ws0 = offset / bpc * bpc;
+    let we = (end.div_ceil(bpc) * bpc).min(b.size);
+    let head = (offset - ws0) as usize;
+    let tail = (we - end) as usize;
+    SCRATCH.with(|s| -> Result<u64, ScError> {
+        let mut s = s.borrow_mut();
+        if s.len() < head + tail {
+            s.resize(head + tail, 0);
+        }
+        let (h, t) = s[..head + tail].split_at_mut(head);
+        read_exact_vectored_at(&b.file, &mut [&mut *h, &mut *out, &mut *t], ws0)?;
+        let pieces: [&[u8]; 3] = [h, out, t];
+        let mut ws = ws0;
+        while ws < we {
+            let wl = (we - ws).min(bpc);
+            let w = ws / bpc;
+            let got = crc_of_range(&b.checksum, &pieces, (ws - ws0) as usize, wl as usize);
+            let want = b.checksums[w as usize];
+            if got != want {
+                return Err(ozone_common::checksum::ChecksumError::Mismatch {
+                    window: w,
+                    offset: ws,
+                    end: ws + wl,
+                    expected: want,
+                    actual: got,
                 }
-                let buf = &mut s[..n];
-                b.file.read_exact_at(buf, ws).map_err(ScError::Io)?;
-                b.checksum.verify(buf, w, expected)?;
-                let from = offset.max(ws);
-                let to = end.min(we);
-                out[(from - offset) as usize..(to - offset) as usize]
-                    .copy_from_slice(&buf[(from - ws) as usize..(to - ws) as usize]);
-                Ok(())
-            })?;
-            w += 1;
+                .into());
+            }
+            ws += wl;
+        }
+        Ok(we - ws0)
+    })
+}
+
+/// CRC of `len` bytes at `at` of the concatenation of `pieces` (a window
+/// spans at most all three).
+#[inline]
+fn crc_of_range(ck: &Checksummer, pieces: &[&[u8]; 3], mut at: usize, mut len: usize) -> u32 {
+    let mut parts: [&[u8]; 3] = [&[]; 3];
+    let mut n = 0;
+    for p in pieces {
+        if at >= p.len() {
+            at -= p.len();
+            continue;
+        }
+        let take = (p.len() - at).min(len);
+        parts[n] = &p[at..at + take];
+        n += 1;
+        len -= take;
+        at = 0;
+        if len == 0 {
+            break;
         }
     }
-    Ok(checked)
+    ck.checksum_pieces(&parts[..n])
+}
+
+/// `preadv` until every buffer is full; end of file is an error.
+fn read_exact_vectored_at(
+    file: &File,
+    bufs: &mut [&mut [u8]; 3],
+    mut offset: u64,
+) -> Result<(), ScError> {
+    let [a, b, c] = bufs;
+    let mut iov = [
+        std::io::IoSliceMut::new(a),
+        std::io::IoSliceMut::new(b),
+        std::io::IoSliceMut::new(c),
+    ];
+    let mut left: &mut [std::io::IoSliceMut] = &mut iov;
+    while !left.is_empty() {
+        let n = match nix::sys::uio::preadv(file, left, offset as nix::libc::off_t) {
+            Ok(0) => {
+                return Err(ScError::Io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "block file is shorter than its metadata",
+                )));
+            }
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(ScError::Io(e.into())),
+        };
+        offset += n as u64;
+        std::io::IoSliceMut::advance_slices(&mut left, n);
+    }
+    Ok(())
 }

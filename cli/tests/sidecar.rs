@@ -1,0 +1,428 @@
+//! Sidecars as real processes beside a local cluster: per-workload policies,
+//! verified re-reads, policy reload, a killed and restarted sidecar, and
+//! descriptor pass-through with invalidation.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::*;
+use ozone_cli::data;
+use ozone_cli::local::{CLIENT_NODE, LocalCluster, SidecarInfo};
+use ozone_client::sidecar::SidecarClient;
+use ozone_client::{Client, ClientError};
+
+/// GET `path` from a sidecar's HTTP port.
+fn http_get(s: &SidecarInfo, path: &str) -> String {
+    let mut c = std::net::TcpStream::connect(&s.http).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of a metric line starting with `prefix` (summed over lines).
+fn metric(s: &SidecarInfo, prefix: &str) -> f64 {
+    http_get(s, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until `f` holds (the sidecar exports counters every second).
+async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Flips one byte of datanode `i`'s replica of the key's first block.
+fn flip(c: &LocalCluster, i: usize, key: &ozone_proto::KeyInfo, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let id = key.blocks[0].block.unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(block_file(c, i, &id))
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
+}
+
+/// A writer on node1 (so node1 holds the first replica) and a 3 MiB key.
+async fn setup(c: &LocalCluster, name: &str) -> (Client, Vec<u8>, ozone_proto::KeyInfo) {
+    let w = client(c, Some("node1"), &[]);
+    let _ = w.create_volume("vol").await;
+    let _ = w.create_bucket("vol", "bucket").await;
+    let want = data::bytes(31, 3 << 20);
+    let key = put(&w, name, &want, 1 << 20).await;
+    let node1 = c.datanode_id(0).unwrap();
+    assert!(
+        key.blocks[0].replicas.iter().any(|r| r.id == node1),
+        "node1 holds a replica"
+    );
+    (w, want, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
+    let mut tc = cluster(3, &[]).await;
+    let (_, want, key) = setup(&tc.cluster, "hfile").await;
+    let c = &mut tc.cluster;
+    // HBase-like: verification off, no per-stream overrides.
+    let hbase = c
+        .start_sidecar(
+            "node1",
+            "hbase",
+            &[
+                "ozone.client.verify.checksum = false",
+                "ozone.sidecar.verify.override.allowed = false",
+            ],
+        )
+        .await
+        .unwrap();
+    let strict = c
+        .start_sidecar("node1", "strict", &["ozone.client.verify.checksum = true"])
+        .await
+        .unwrap();
+    let remote = c.start_sidecar(CLIENT_NODE, "remote", &[]).await.unwrap();
+    flip(c, 0, &key, 2_000_000);
+
+    let app = SidecarClient::unix(&hbase.socket).unwrap();
+    let p = app.policy().await.unwrap();
+    assert!(!p.verify_checksum && !p.allow_verify_override);
+    assert_eq!(
+        (p.node_name.as_str(), p.short_circuit.as_str()),
+        ("node1", "auto")
+    );
+    let r = app.open_key("vol", "bucket", "hfile").await.unwrap();
+    assert!(!r.verify_checksum());
+    let mut buf = vec![0u8; 65_536];
+    // A normal read: the stored (corrupt) byte, as HBase's own HFile
+    // checksum would then find.
+    r.read_exact_at(1_990_000, &mut buf).await.unwrap();
+    assert_eq!(buf[10_000], want[2_000_000] ^ 0x40);
+    assert_eq!(buf[..10_000], want[1_990_000..2_000_000]);
+    // The fallback: a verified re-read gets the right bytes from another
+    // replica and reports the bad one.
+    r.verified_read_at(1_990_000, &mut buf).await.unwrap();
+    assert_eq!(buf, want[1_990_000..2_055_536]);
+    eventually("checksum failure exported", || {
+        metric(&hbase, "ozone_sidecar_checksum_failures_total") >= 1.0
+    })
+    .await;
+    assert!(
+        metric(
+            &hbase,
+            "ozone_sidecar_reads_total{kind=\"verified\",verify=\"true\"}"
+        ) >= 1.0
+    );
+    // A per-stream override the policy forbids is refused, saying why.
+    let e = app
+        .open_key_with("vol", "bucket", "hfile", Some(true))
+        .await
+        .err()
+        .expect("override refused");
+    let msg = e.to_string();
+    assert!(
+        matches!(
+            e,
+            ClientError::Rpc {
+                code: tonic::Code::PermissionDenied,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        msg.contains("override refused")
+            && msg.contains("ozone.sidecar.verify.override.allowed=false"),
+        "{msg}"
+    );
+    assert_eq!(metric(&hbase, "ozone_sidecar_policy_denials_total"), 1.0);
+    // Asking for what the policy already says is fine.
+    app.open_key_with("vol", "bucket", "hfile", Some(false))
+        .await
+        .unwrap();
+
+    // The verify-on workload always gets the right bytes.
+    let app2 = SidecarClient::unix(&strict.socket).unwrap();
+    let r2 = app2.open_key("vol", "bucket", "hfile").await.unwrap();
+    assert!(r2.verify_checksum());
+    r2.read_exact_at(1_990_000, &mut buf).await.unwrap();
+    assert_eq!(buf, want[1_990_000..2_055_536]);
+    let mut all = Vec::new();
+    r2.copy_to(&mut all).await.unwrap();
+    assert_eq!(all, want);
+    // It allows overrides (the default).
+    let off = app2
+        .open_key_with("vol", "bucket", "hfile", Some(false))
+        .await
+        .unwrap();
+    assert!(!off.verify_checksum());
+
+    // Reads on node1 go short-circuit (the verify-off one read the local
+    // replica); on a node without a datanode, gRPC.
+    let app3 = SidecarClient::unix(&remote.socket).unwrap();
+    let r3 = app3.open_key("vol", "bucket", "hfile").await.unwrap();
+    r3.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf, want[..65_536]);
+    eventually("bytes by path exported", || {
+        metric(
+            &hbase,
+            "ozone_sidecar_read_bytes_total{path=\"short-circuit\"}",
+        ) > 0.0
+            && metric(
+                &remote,
+                "ozone_sidecar_read_bytes_total{path=\"grpc-remote\"}",
+            ) > 0.0
+    })
+    .await;
+    assert_eq!(
+        metric(
+            &remote,
+            "ozone_sidecar_read_bytes_total{path=\"short-circuit\"}"
+        ),
+        0.0
+    );
+    // The policy is visible over HTTP too.
+    let page = http_get(&hbase, "/policy");
+    assert!(page.contains("verify_checksum = false"), "{page}");
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_change_applies_to_new_streams() {
+    let mut tc = cluster(3, &[]).await;
+    let (_, want, key) = setup(&tc.cluster, "k").await;
+    let c = &mut tc.cluster;
+    let s = c
+        .start_sidecar("node1", "p", &["ozone.client.verify.checksum = true"])
+        .await
+        .unwrap();
+    flip(c, 0, &key, 100);
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    let before = app.open_key("vol", "bucket", "k").await.unwrap();
+    assert!(before.verify_checksum());
+
+    // The ConfigMap changes.
+    std::fs::write(&s.conf, "ozone.client.verify.checksum = false\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app.policy().await.unwrap().verify_checksum {
+        assert!(Instant::now() < deadline, "policy never reloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = app.open_key("vol", "bucket", "k").await.unwrap();
+    assert!(
+        !after.verify_checksum(),
+        "new streams follow the new policy"
+    );
+    let mut buf = vec![0u8; 4096];
+    after.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf[100], want[100] ^ 0x40, "no verification: stored bytes");
+    // The stream opened before keeps its setting.
+    before.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf, want[..4096]);
+    assert!(
+        http_get(&s, "/metrics").contains("verify_checksum=\"false\""),
+        "policy gauge follows"
+    );
+
+    // A broken file keeps the policy in force; the sidecar keeps serving.
+    std::fs::write(&s.conf, "ozone.client.read.short-circuit = sometimes\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let p = app.policy().await.unwrap();
+    assert!(!p.verify_checksum);
+    app.open_key("vol", "bucket", "k").await.unwrap();
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sidecar_fails_reads_cleanly_and_a_restarted_one_serves_again() {
+    let mut tc = cluster(3, &[]).await;
+    let (_, want, _) = setup(&tc.cluster, "k").await;
+    let c = &mut tc.cluster;
+    let s = c.start_sidecar("node1", "k", &[]).await.unwrap();
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    let r = std::sync::Arc::new(app.open_key("vol", "bucket", "k").await.unwrap());
+    let reader = {
+        let r = r.clone();
+        let want = want.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut ok = 0u32;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                let off = (ok as u64 * 65_536) % (2 << 20);
+                match r.read_exact_at(off, &mut buf).await {
+                    Ok(()) => {
+                        assert_eq!(buf, want[off as usize..off as usize + (1 << 20)]);
+                        ok += 1;
+                    }
+                    Err(e) => return (ok, e),
+                }
+            }
+            panic!("reads kept succeeding with the sidecar dead");
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.kill_sidecar("k").await;
+    let (ok, e) = reader.await.unwrap();
+    assert!(ok >= 1, "some reads before the kill");
+    assert!(
+        matches!(e, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
+        "a clean error, not wrong data: {e:?}"
+    );
+    // Restarted: the old stream is gone (it says to reopen), a new one works
+    // over the same client (it reconnects).
+    c.restart_sidecar("k").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let e = r.read_exact_at(0, &mut buf).await.unwrap_err();
+    assert!(e.to_string().contains("reopen"), "{e}");
+    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    r.read_exact_at(1000, &mut buf).await.unwrap();
+    assert_eq!(buf, want[1000..5096]);
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_and_writes_go_through_the_sidecar() {
+    let mut tc = cluster(3, &[]).await;
+    let c = &mut tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    let s = c.start_sidecar("node1", "d", &[]).await.unwrap();
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    // Writes (HFiles, WALs) through the sidecar.
+    let want = data::bytes(5, 5 << 20);
+    let k = app
+        .put_key("vol", "bucket", "wal", &want[..])
+        .await
+        .unwrap();
+    assert_eq!(k.size, want.len() as u64);
+    assert_eq!(get(&w, "wal", 1 << 20).await, want);
+    let names: Vec<String> = app
+        .list_keys("vol", "bucket", "")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(names, ["wal"]);
+    assert_eq!(
+        app.key_info("vol", "bucket", "wal").await.unwrap().size,
+        5 << 20
+    );
+    // Bad input: a clear error each, and the sidecar stays up.
+    let r = app.open_key("vol", "bucket", "wal").await.unwrap();
+    let mut big = vec![0u8; 10];
+    let e = r.read_exact_at(6 << 20, &mut big).await.unwrap_err();
+    assert!(matches!(e, ClientError::OutOfRange { .. }), "{e:?}");
+    let e = app
+        .open_key("vol", "bucket", "missing")
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, ClientError::NotFound(_)), "{e:?}");
+    let e = app.open_key("vol", "", "x").await.err().unwrap();
+    assert!(matches!(e, ClientError::InvalidArgument(_)), "{e:?}");
+
+    // SIGTERM: the sidecar drains and exits; afterwards calls fail cleanly.
+    c.stop_sidecar("d").await;
+    assert!(!s.socket.exists(), "socket removed on exit");
+    let e = r.read_exact_at(0, &mut big).await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
+        "{e:?}"
+    );
+    app.delete_key("vol", "bucket", "wal").await.unwrap_err();
+    tc.cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_reads_at_local_speed_and_stop_after_deletion() {
+    let mut tc = cluster(3, &[]).await;
+    let (w, want, key) = setup(&tc.cluster, "pt").await;
+    let c = &mut tc.cluster;
+    let s = c.start_sidecar("node1", "pt", &[]).await.unwrap();
+    // The application: no hostPath, only the sidecar's relay sockets.
+    let relay = s.passthrough_dir.display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&s.passthrough_dir)
+        .map(|d| d.count())
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "no relay socket appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let app = client(
+        c,
+        Some("node1"),
+        &[&format!("ozone.domain.socket.path={relay}")],
+    )
+    .with_verify_checksum(true);
+    let r = std::sync::Arc::new(app.open_key("vol", "bucket", "pt").await.unwrap());
+    let mut buf = vec![0u8; 65_536];
+    r.read_exact_at(100_000, &mut buf).await.unwrap();
+    assert_eq!(buf, want[100_000..165_536]);
+    let st = app.stats();
+    assert_eq!(st.short_circuit_bytes, 65_536, "{st:?}");
+    assert_eq!(st.short_circuit_opens, 1);
+    eventually("relayed connection counted", || {
+        metric(
+            &s,
+            "ozone_sidecar_passthrough_connections_total{result=\"relayed\"}",
+        ) >= 1.0
+    })
+    .await;
+
+    // Delete the key: once the datanodes drop the block, reads through the
+    // handed-over descriptor stop.
+    w.delete_key("vol", "bucket", "pt").await.unwrap();
+    let id = key.blocks[0].block.unwrap();
+    let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files.iter().any(|f| f.exists()) {
+        assert!(Instant::now() < deadline, "deletion never acknowledged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..20 {
+        assert!(
+            r.read_exact_at(0, &mut buf).await.is_err(),
+            "read after deletion returned data"
+        );
+    }
+    assert!(app.stats().invalidations >= 1, "{:?}", app.stats());
+
+    // Pass-through off by policy: the relay refuses, the app reads over gRPC.
+    std::fs::write(&s.conf, "ozone.sidecar.passthrough.enabled = false\n").unwrap();
+    let sc = SidecarClient::unix(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sc.policy().await.unwrap().passthrough {
+        assert!(Instant::now() < deadline, "policy never reloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = data::bytes(77, 100_000);
+    put(&w, "pt2", &again, 1 << 20).await;
+    let app2 = client(
+        c,
+        Some("node1"),
+        &[&format!("ozone.domain.socket.path={relay}")],
+    );
+    assert_eq!(get(&app2, "pt2", 65_536).await, again);
+    assert_eq!(app2.stats().short_circuit_bytes, 0);
+    eventually("refusal counted", || {
+        metric(
+            &s,
+            "ozone_sidecar_passthrough_connections_total{result=\"refused\"}",
+        ) >= 1.0
+    })
+    .await;
+    tc.cluster.stop().await;
+}

@@ -1,0 +1,262 @@
+//! Command line of the sidecar process (`ozone-sidecar`, `ozone sidecar`).
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use ozone_common::config::{self as keys, Conf};
+use ozone_proto::sidecar_server::SidecarServer;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+
+use crate::policy::Policy;
+use crate::service::{Active, SidecarService, State};
+
+/// Arguments of a sidecar process.
+#[derive(Debug, Args, Clone)]
+pub struct SidecarArgs {
+    /// Config file of `key = value` lines (mounted from a ConfigMap); the
+    /// policy in it is reloaded when the file changes.
+    #[arg(long)]
+    pub conf: Option<PathBuf>,
+    /// Config overrides, `key=value` (applied over the file on every reload).
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+    /// OM address, host:port.
+    #[arg(long = "om", env = "OZONE_OM_ADDRESS")]
+    pub om: String,
+    /// The application-facing gRPC socket (in the shared emptyDir).
+    #[arg(long, env = "OZONE_SIDECAR_SOCKET")]
+    pub socket: PathBuf,
+    /// Also serve the API on this TCP address (keep it on localhost).
+    #[arg(long)]
+    pub tcp_addr: Option<SocketAddr>,
+    /// The node's datanode socket directory (hostPath); else
+    /// `ozone.domain.socket.path`.
+    #[arg(long)]
+    pub domain_socket_dir: Option<PathBuf>,
+    /// Directory for pass-through relay sockets (in the shared emptyDir);
+    /// none disables pass-through.
+    #[arg(long)]
+    pub passthrough_dir: Option<PathBuf>,
+    /// HTTP address of /healthz, /readyz, /metrics and /policy.
+    #[arg(long, default_value = "127.0.0.1:9890")]
+    pub http_addr: SocketAddr,
+    /// Node name (the downward API's spec.nodeName).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Longest wait for in-flight requests on SIGTERM.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+    /// File to write `socket=PATH http=ADDR` to once serving.
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    ozone_common::config::parse_duration(s).ok_or_else(|| format!("not a duration: {s}"))
+}
+
+/// The config: the file (if any), then `--set`, then the socket directory.
+fn load(args: &SidecarArgs) -> anyhow::Result<Conf> {
+    let mut conf = match &args.conf {
+        Some(p) => Conf::load(p)?,
+        None => Conf::new(),
+    };
+    conf.apply_overrides(&args.set)?;
+    if let Some(d) = &args.domain_socket_dir {
+        conf.set(keys::DOMAIN_SOCKET_PATH, d.display().to_string());
+    }
+    Ok(conf)
+}
+
+fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    // A socket left by a killed sidecar: replace it.
+    if std::fs::symlink_metadata(path).is_ok() {
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let l = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(l)
+}
+
+/// Runs a sidecar until SIGTERM or Ctrl-C, then drains: new requests are
+/// refused, in-flight ones finish (up to the drain timeout).
+pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
+    let conf = load(&args)?;
+    let node = args.node_name.clone().unwrap_or_default();
+    let state = State::new(Active::build(&args.om, &conf)?, node);
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut registry = prometheus_client::registry::Registry::default();
+    state.metrics.register(&mut registry);
+    let st = state.clone();
+    let policy_page: ozone_common::http::Page = Arc::new(move || {
+        let p = st.policy();
+        format!(
+            "verify_checksum = {}\nallow_verify_override = {}\nshort_circuit = {}\npassthrough = {}\nnode_name = {}\nloaded_at = {}\n",
+            p.verify_checksum,
+            p.allow_verify_override,
+            p.short_circuit,
+            p.passthrough,
+            p.node_name,
+            p.loaded_at
+        )
+    });
+    let http = ozone_common::http::serve_with(
+        args.http_addr,
+        ozone_common::http::HttpState {
+            ready: ready.clone(),
+            registry: Arc::new(registry),
+        },
+        vec![("/policy", policy_page)],
+    )
+    .await
+    .with_context(|| format!("binding {}", args.http_addr))?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let svc = SidecarServer::new(SidecarService::new(state.clone()))
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let unix = bind_unix(&args.socket)?;
+    let mut servers = tokio::task::JoinSet::new();
+    {
+        let svc = svc.clone();
+        let mut stop = stop_rx.clone();
+        servers.spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+        });
+    }
+    let mut tcp_bound = None;
+    if let Some(addr) = args.tcp_addr {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        tcp_bound = Some(l.local_addr()?);
+        let mut stop = stop_rx.clone();
+        servers.spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+        });
+    }
+    if let (Some(app_dir), Some(dn_dir)) = (
+        args.passthrough_dir.clone(),
+        conf.get(keys::DOMAIN_SOCKET_PATH).map(PathBuf::from),
+    ) {
+        let st = state.clone();
+        let stop = stop_rx.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::relay::run(dn_dir, app_dir, st, stop).await {
+                tracing::error!("pass-through relays stopped: {e}");
+            }
+        });
+    }
+    tokio::spawn(reload_loop(args.clone(), state.clone(), stop_rx.clone()));
+
+    ready.store(true, Ordering::Release);
+    if let Some(p) = &args.ready_file {
+        let tmp = p.with_extension("tmp");
+        let mut line = format!("socket={} http={http}", args.socket.display());
+        if let Some(t) = tcp_bound {
+            line.push_str(&format!(" tcp={t}"));
+        }
+        std::fs::write(&tmp, line + "\n")?;
+        std::fs::rename(&tmp, p)?;
+    }
+    tracing::info!(socket = %args.socket.display(), %http, policy = ?state.active().policy, "sidecar serving");
+
+    tokio::select! {
+        _ = signal() => {}
+        r = servers.join_next() => {
+            if let Some(Ok(Err(e))) = r {
+                return Err(e).context("gRPC server stopped");
+            }
+        }
+    }
+    // Drain: refuse new requests, let in-flight ones finish.
+    tracing::info!(inflight = state.inflight(), "sidecar draining");
+    ready.store(false, Ordering::Release);
+    state.drain();
+    let deadline = Instant::now() + args.drain_timeout;
+    while state.inflight() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while servers.join_next().await.is_some() {}
+    })
+    .await;
+    let _ = std::fs::remove_file(&args.socket);
+    tracing::info!("sidecar stopped");
+    Ok(())
+}
+
+/// Re-reads the config file every second; a changed policy is put in force
+/// for new streams. A bad file is logged and the old policy kept.
+async fn reload_loop(
+    args: SidecarArgs,
+    state: Arc<State>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut last = args.conf.as_ref().and_then(|p| std::fs::read(p).ok());
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.changed() => return,
+        }
+        state.export_stats();
+        let Some(path) = &args.conf else { continue };
+        let now = std::fs::read(path).ok();
+        if now == last {
+            continue;
+        }
+        last = now;
+        let conf = match load(&args) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("config {} not reloaded: {e:#}", path.display());
+                continue;
+            }
+        };
+        match Policy::from_conf(&conf) {
+            Ok(p) if p == state.active().policy => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("config {} not reloaded: {e}", path.display());
+                continue;
+            }
+        }
+        match Active::build(&args.om, &conf) {
+            Ok(a) => {
+                tracing::info!(policy = ?a.policy, "workload policy reloaded");
+                state.replace(a);
+            }
+            Err(e) => tracing::warn!("config {} not reloaded: {e}", path.display()),
+        }
+    }
+}
+
+async fn signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,16 @@
+//! `ozone-sidecar`: runs one sidecar.
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(name = "ozone-sidecar", version, about = "Ozone client sidecar")]
+struct Cli {
+    #[command(flatten)]
+    args: ozone_sidecar::cmd::SidecarArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    ozone_common::logging::init();
+    ozone_sidecar::cmd::run(Cli::parse().args).await
+}

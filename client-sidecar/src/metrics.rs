@@ -1,0 +1,160 @@
+//! Prometheus metrics of a sidecar.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::policy::Policy;
+
+/// Labels of a read.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadLabels {
+    /// `read`, `stream` or `verified` (a verified re-read).
+    pub kind: &'static str,
+    /// Whether checksums were verified.
+    pub verify: &'static str,
+}
+
+/// Labels of bytes by path.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    /// `short-circuit`, `grpc-local` or `grpc-remote`.
+    pub path: &'static str,
+}
+
+/// Labels of pass-through connections.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    /// `relayed` or `refused`.
+    pub result: &'static str,
+}
+
+/// The policy in force, as labels of a gauge set to 1.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// Default verify-checksum.
+    pub verify_checksum: String,
+    /// Whether streams may override it.
+    pub allow_verify_override: String,
+    /// on, auto or off.
+    pub short_circuit: String,
+    /// Descriptor pass-through allowed.
+    pub passthrough: String,
+}
+
+/// Every metric of a sidecar.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Reads served, by kind and verification.
+    pub reads: Family<ReadLabels, Counter>,
+    /// Read latency in seconds, by kind and verification.
+    pub latency: Family<ReadLabels, Histogram>,
+    /// Bytes read, by path (from the client's counters).
+    pub bytes: Family<PathLabels, Counter>,
+    /// Short-circuit reads that fell back to gRPC.
+    pub fallbacks: Counter,
+    /// Checksum failures found (each reported to the OM).
+    pub checksum_failures: Counter,
+    /// Requests refused by the policy.
+    pub policy_denials: Counter,
+    /// Requests refused while draining.
+    pub drain_refusals: Counter,
+    /// Pass-through connections.
+    pub passthrough: Family<PassLabels, Counter>,
+    /// Open read streams.
+    pub open_streams: Gauge,
+    /// Open write streams.
+    pub open_writers: Gauge,
+    /// Policy reloads.
+    pub reloads: Counter,
+    /// The policy in force.
+    pub policy: Family<PolicyLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            reads: Family::default(),
+            latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_02, 2.0, 18))
+            }),
+            bytes: Family::default(),
+            fallbacks: Counter::default(),
+            checksum_failures: Counter::default(),
+            policy_denials: Counter::default(),
+            drain_refusals: Counter::default(),
+            passthrough: Family::default(),
+            open_streams: Gauge::default(),
+            open_writers: Gauge::default(),
+            reloads: Counter::default(),
+            policy: Family::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under `ozone_sidecar`.
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("ozone_sidecar");
+        r.register("reads", "Reads served", self.reads.clone());
+        r.register("read_latency_seconds", "Read latency", self.latency.clone());
+        r.register("read_bytes", "Bytes read by path", self.bytes.clone());
+        r.register(
+            "short_circuit_fallbacks",
+            "Short-circuit reads that fell back to gRPC",
+            self.fallbacks.clone(),
+        );
+        r.register(
+            "checksum_failures",
+            "Checksum failures found and reported",
+            self.checksum_failures.clone(),
+        );
+        r.register(
+            "policy_denials",
+            "Requests refused by the workload policy",
+            self.policy_denials.clone(),
+        );
+        r.register(
+            "drain_refusals",
+            "Requests refused while draining",
+            self.drain_refusals.clone(),
+        );
+        r.register(
+            "passthrough_connections",
+            "Pass-through connections",
+            self.passthrough.clone(),
+        );
+        r.register(
+            "open_streams",
+            "Open read streams",
+            self.open_streams.clone(),
+        );
+        r.register(
+            "open_writers",
+            "Open write streams",
+            self.open_writers.clone(),
+        );
+        r.register("policy_reloads", "Policy reloads", self.reloads.clone());
+        r.register(
+            "policy",
+            "The workload policy in force",
+            self.policy.clone(),
+        );
+    }
+
+    /// Shows `p` as the policy in force.
+    pub fn set_policy(&self, p: &Policy) {
+        self.policy.clear();
+        self.policy
+            .get_or_create(&PolicyLabels {
+                verify_checksum: p.verify_checksum.to_string(),
+                allow_verify_override: p.allow_verify_override.to_string(),
+                short_circuit: p.short_circuit.as_str().into(),
+                passthrough: p.passthrough.to_string(),
+            })
+            .set(1);
+    }
+}

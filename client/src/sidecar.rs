@@ -1,0 +1,364 @@
+//! Talking to a co-located `ozone-sidecar` instead of the cluster: the
+//! sidecar holds the node's datanode sockets and the workload's policy; the
+//! application only needs the sidecar's socket (in an emptyDir both
+//! containers share).
+//!
+//! The API mirrors [`Client`](crate::Client): keys are listed, stat'ed,
+//! opened, read at positions, written and deleted. [`SidecarReader`] adds
+//! [`verified_read_at`](SidecarReader::verified_read_at), the fallback an
+//! application uses after its own checksum (an HFile's) failed.
+
+use std::path::{Path, PathBuf};
+
+use ozone_proto::sidecar_client::SidecarClient as Rpc;
+use ozone_proto::*;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::{ClientError, Result};
+
+/// Largest piece asked for in one read call.
+const MAX_PIECE: usize = 4 << 20;
+
+/// A connection to a sidecar. Cheap to clone.
+#[derive(Clone)]
+pub struct SidecarClient {
+    rpc: Rpc<Channel>,
+}
+
+fn key_ref(volume: &str, bucket: &str, key: &str) -> Option<KeyRef> {
+    Some(KeyRef {
+        volume: volume.into(),
+        bucket: bucket.into(),
+        key: key.into(),
+    })
+}
+
+impl SidecarClient {
+    /// A client of the sidecar listening on the UNIX socket `path`. The
+    /// connection is made lazily and remade after a sidecar restart.
+    pub fn unix(path: impl AsRef<Path>) -> Result<Self> {
+        let path: PathBuf = path.as_ref().to_path_buf();
+        let ch = Endpoint::from_static("http://sidecar.local")
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect_with_connector_lazy(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move {
+                    let s = tokio::net::UnixStream::connect(path).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+                }
+            }));
+        Ok(Self::from_channel(ch))
+    }
+
+    /// A client of the sidecar's TCP port (`host:port`).
+    pub fn tcp(addr: &str) -> Result<Self> {
+        let ch = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| ClientError::InvalidArgument(format!("sidecar address {addr}: {e}")))?
+            .connect_lazy();
+        Ok(Self::from_channel(ch))
+    }
+
+    fn from_channel(ch: Channel) -> Self {
+        Self {
+            rpc: Rpc::new(ch)
+                .max_decoding_message_size(64 << 20)
+                .max_encoding_message_size(64 << 20),
+        }
+    }
+
+    /// The workload policy the sidecar enforces.
+    pub async fn policy(&self) -> Result<SidecarPolicy> {
+        Ok(self
+            .rpc
+            .clone()
+            .get_policy(SidecarPolicyRequest {})
+            .await?
+            .into_inner())
+    }
+
+    /// Metadata of a committed key.
+    pub async fn key_info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
+        let r = self
+            .rpc
+            .clone()
+            .stat(SidecarStatRequest {
+                key: key_ref(volume, bucket, key),
+            })
+            .await?
+            .into_inner();
+        r.key
+            .ok_or_else(|| ClientError::NotFound(format!("key /{volume}/{bucket}/{key}")))
+    }
+
+    /// Keys of a bucket starting with `prefix`.
+    pub async fn list_keys(
+        &self,
+        volume: &str,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<KeyInfo>> {
+        Ok(self
+            .rpc
+            .clone()
+            .list(SidecarListRequest {
+                volume: volume.into(),
+                bucket: bucket.into(),
+                prefix: prefix.into(),
+                limit: 0,
+            })
+            .await?
+            .into_inner()
+            .keys)
+    }
+
+    /// Opens a key under the workload's verify-checksum default.
+    pub async fn open_key(&self, volume: &str, bucket: &str, key: &str) -> Result<SidecarReader> {
+        self.open_key_with(volume, bucket, key, None).await
+    }
+
+    /// Opens a key, asking for `verify` on this stream (refused when the
+    /// workload policy forbids overrides and `verify` differs from it).
+    pub async fn open_key_with(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        verify: Option<bool>,
+    ) -> Result<SidecarReader> {
+        let r = self
+            .rpc
+            .clone()
+            .open(SidecarOpenRequest {
+                key: key_ref(volume, bucket, key),
+                verify_checksum: verify,
+            })
+            .await?
+            .into_inner();
+        Ok(SidecarReader {
+            rpc: self.rpc.clone(),
+            handle: r.handle,
+            size: r.size,
+            verify: r.verify_checksum,
+        })
+    }
+
+    /// Starts writing a key.
+    pub async fn create_key(&self, volume: &str, bucket: &str, key: &str) -> Result<SidecarWriter> {
+        let r = self
+            .rpc
+            .clone()
+            .create(SidecarCreateRequest {
+                key: key_ref(volume, bucket, key),
+            })
+            .await?
+            .into_inner();
+        Ok(SidecarWriter {
+            rpc: self.rpc.clone(),
+            handle: r.handle,
+            written: 0,
+        })
+    }
+
+    /// Writes a key from an async reader; returns the committed key.
+    pub async fn put_key<R: AsyncRead + Unpin>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        mut input: R,
+    ) -> Result<KeyInfo> {
+        let mut w = self.create_key(volume, bucket, key).await?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = input.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            w.write(&buf[..n]).await?;
+        }
+        w.close().await
+    }
+
+    /// Deletes a key.
+    pub async fn delete_key(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
+        self.rpc
+            .clone()
+            .delete(SidecarDeleteRequest {
+                key: key_ref(volume, bucket, key),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// A key opened through the sidecar.
+pub struct SidecarReader {
+    rpc: Rpc<Channel>,
+    handle: u64,
+    size: u64,
+    verify: bool,
+}
+
+impl SidecarReader {
+    /// Key length.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The verify-checksum setting in force for this stream.
+    pub fn verify_checksum(&self) -> bool {
+        self.verify
+    }
+
+    async fn read_with(&self, offset: u64, buf: &mut [u8], verified: bool) -> Result<usize> {
+        if offset > self.size {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size: self.size,
+            });
+        }
+        let want = buf.len().min((self.size - offset) as usize);
+        let mut got = 0;
+        while got < want {
+            let len = (want - got).min(MAX_PIECE);
+            let req = SidecarReadRequest {
+                handle: self.handle,
+                offset: offset + got as u64,
+                length: len as u64,
+            };
+            let mut rpc = self.rpc.clone();
+            let r = if verified {
+                rpc.verified_read(req).await?
+            } else {
+                rpc.read(req).await?
+            }
+            .into_inner();
+            if r.data.is_empty() || r.data.len() > len {
+                return Err(ClientError::Unavailable(format!(
+                    "sidecar returned {} bytes for a read of {len}",
+                    r.data.len()
+                )));
+            }
+            buf[got..got + r.data.len()].copy_from_slice(&r.data);
+            got += r.data.len();
+        }
+        Ok(got)
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset` under the stream's setting;
+    /// returns the count (short only at the end of the key).
+    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_with(offset, buf, false).await
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let n = self.read_at(offset, buf).await?;
+        if n < buf.len() {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Re-reads exactly `buf.len()` bytes at `offset` with checksums
+    /// verified whatever the stream's setting; a bad replica is skipped and
+    /// reported by the sidecar.
+    pub async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let n = self.read_with(offset, buf, true).await?;
+        if n < buf.len() {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Streams the whole key into `w`; returns the bytes copied.
+    pub async fn copy_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> Result<u64> {
+        let mut s = self
+            .rpc
+            .clone()
+            .read_stream(SidecarReadRequest {
+                handle: self.handle,
+                offset: 0,
+                length: self.size,
+            })
+            .await?
+            .into_inner();
+        let mut n = 0u64;
+        while let Some(piece) = s.message().await? {
+            w.write_all(&piece.data).await?;
+            n += piece.data.len() as u64;
+        }
+        w.flush().await?;
+        if n != self.size {
+            return Err(ClientError::Unavailable(format!(
+                "sidecar streamed {n} of {} bytes",
+                self.size
+            )));
+        }
+        Ok(n)
+    }
+
+    /// Closes the stream in the sidecar.
+    pub async fn close(self) -> Result<()> {
+        self.rpc
+            .clone()
+            .close(SidecarCloseRequest {
+                handle: self.handle,
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// A key being written through the sidecar.
+pub struct SidecarWriter {
+    rpc: Rpc<Channel>,
+    handle: u64,
+    written: u64,
+}
+
+impl SidecarWriter {
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.written
+    }
+
+    /// Appends `data`.
+    pub async fn write(&mut self, data: &[u8]) -> Result<()> {
+        for piece in data.chunks(MAX_PIECE) {
+            let r = self
+                .rpc
+                .write(SidecarWriteRequest {
+                    handle: self.handle,
+                    data: bytes::Bytes::copy_from_slice(piece),
+                })
+                .await?
+                .into_inner();
+            self.written = r.written;
+        }
+        Ok(())
+    }
+
+    /// Commits the key; returns it.
+    pub async fn close(mut self) -> Result<KeyInfo> {
+        let r = self
+            .rpc
+            .commit(SidecarCommitRequest {
+                handle: self.handle,
+            })
+            .await?
+            .into_inner();
+        r.key
+            .ok_or_else(|| ClientError::Unavailable("sidecar committed no key".into()))
+    }
+}

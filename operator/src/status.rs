@@ -1,0 +1,271 @@
+//! The status of a cluster, computed as a pure function of the resource and
+//! the observed StatefulSets and datanode pods.
+//!
+//! Conditions follow the Kubernetes API conventions: `Available` (the
+//! cluster can serve reads and writes at its replication), `Progressing` (a
+//! change is being rolled out), `Degraded` (something is wrong that no change
+//! in progress explains: replicas not ready, an invalid spec).
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{DatanodePod, OzoneCluster, OzoneClusterStatus, Replication, RoleStatus};
+
+/// Condition types.
+pub const AVAILABLE: &str = "Available";
+/// A change is being rolled out.
+pub const PROGRESSING: &str = "Progressing";
+/// Something is wrong that no change in progress explains.
+pub const DEGRADED: &str = "Degraded";
+
+/// What the controller observed, beside the resource itself.
+#[derive(Debug, Default, Clone)]
+pub struct Observed<'a> {
+    /// The OM StatefulSet, if it exists.
+    pub om: Option<&'a StatefulSet>,
+    /// The datanode StatefulSet, if it exists.
+    pub datanodes: Option<&'a StatefulSet>,
+    /// The datanode pods.
+    pub pods: &'a [Pod],
+    /// Why the spec cannot be applied, if it cannot.
+    pub invalid: Option<String>,
+    /// A datanode config roll held back because datanodes are not ready.
+    pub roll_held: bool,
+}
+
+/// Readiness and rollout state of one StatefulSet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Role {
+    ready: i32,
+    desired: i32,
+    exists: bool,
+    /// Pods are being replaced with a new template.
+    rolling: bool,
+    /// Pods are being added or removed.
+    scaling: bool,
+}
+
+fn role(sts: Option<&StatefulSet>, desired: i32) -> Role {
+    let Some(sts) = sts else {
+        return Role {
+            ready: 0,
+            desired,
+            exists: false,
+            rolling: false,
+            scaling: false,
+        };
+    };
+    let st = sts.status.clone().unwrap_or_default();
+    let generation = sts.metadata.generation.unwrap_or(0);
+    let spec_replicas = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let rolling = st.observed_generation.unwrap_or(0) < generation
+        || st.update_revision.is_some() && st.current_revision != st.update_revision
+        || st.updated_replicas.unwrap_or(0) < st.replicas;
+    Role {
+        ready: st.ready_replicas.unwrap_or(0),
+        desired,
+        exists: true,
+        rolling,
+        scaling: spec_replicas != desired || st.replicas != desired,
+    }
+}
+
+fn role_status(r: Role) -> RoleStatus {
+    RoleStatus {
+        ready: r.ready,
+        desired: r.desired,
+        summary: format!("{}/{}", r.ready, r.desired),
+    }
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Builds the status. Conditions whose status did not change keep their
+/// `lastTransitionTime` from `c.status`.
+pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterStatus {
+    let s = &c.spec;
+    let stopped = s.cluster_operation.stopped;
+    let paused = s.cluster_operation.reconciliation_paused;
+    let (om_want, dn_want) = if stopped {
+        (0, 0)
+    } else {
+        (s.om.replicas, s.datanodes.replicas)
+    };
+    let om = role(obs.om, om_want);
+    let dn = role(obs.datanodes, dn_want);
+    let needed = match s.replication {
+        Replication::ONE => 1,
+        Replication::THREE => 3,
+    };
+    let generation = c.metadata.generation;
+
+    let available = if stopped {
+        cond(
+            AVAILABLE,
+            false,
+            "Stopped",
+            "spec.clusterOperation.stopped is true".into(),
+        )
+    } else if om.ready >= 1 && dn.ready >= needed {
+        cond(
+            AVAILABLE,
+            true,
+            "MinimumReplicasAvailable",
+            format!("OM ready, {}/{} datanodes ready", dn.ready, dn.desired),
+        )
+    } else {
+        cond(
+            AVAILABLE,
+            false,
+            "MinimumReplicasUnavailable",
+            format!(
+                "{}/{} OM and {}/{} datanodes ready; replication {:?} needs the OM and {needed} datanodes",
+                om.ready, om.desired, dn.ready, dn.desired, s.replication
+            ),
+        )
+    };
+
+    let progressing = if let Some(why) = &obs.invalid {
+        cond(PROGRESSING, false, "InvalidSpec", why.clone())
+    } else if paused {
+        cond(
+            PROGRESSING,
+            false,
+            "ReconciliationPaused",
+            "spec.clusterOperation.reconciliationPaused is true: no changes are applied".into(),
+        )
+    } else if obs.roll_held {
+        cond(
+            PROGRESSING,
+            false,
+            "RollHeld",
+            format!(
+                "a datanode roll waits until every datanode is ready ({}/{} ready)",
+                dn.ready, dn.desired
+            ),
+        )
+    } else if !om.exists || !dn.exists {
+        cond(
+            PROGRESSING,
+            true,
+            "Creating",
+            "creating the StatefulSets".into(),
+        )
+    } else if om.rolling || dn.rolling {
+        cond(
+            PROGRESSING,
+            true,
+            "RollingUpdate",
+            "rolling pods to the current spec, datanodes one at a time".into(),
+        )
+    } else if om.scaling || dn.scaling {
+        cond(
+            PROGRESSING,
+            true,
+            if stopped { "Stopping" } else { "Scaling" },
+            format!(
+                "scaling to {} OM and {} datanodes ({} and {} ready)",
+                om.desired, dn.desired, om.ready, dn.ready
+            ),
+        )
+    } else {
+        cond(
+            PROGRESSING,
+            false,
+            "Reconciled",
+            "the cluster matches its spec".into(),
+        )
+    };
+
+    let degraded = if let Some(why) = &obs.invalid {
+        cond(DEGRADED, true, "InvalidSpec", why.clone())
+    } else if !stopped && degraded_roles(om, dn) {
+        cond(
+            DEGRADED,
+            true,
+            "ReplicasNotReady",
+            format!(
+                "{}/{} OM and {}/{} datanodes ready",
+                om.ready, om.desired, dn.ready, dn.desired
+            ),
+        )
+    } else {
+        cond(
+            DEGRADED,
+            false,
+            "AsExpected",
+            "every replica is ready or on its way".into(),
+        )
+    };
+
+    let mut datanode_pods: Vec<DatanodePod> = obs
+        .pods
+        .iter()
+        .map(|p| DatanodePod {
+            pod: p.metadata.name.clone().unwrap_or_default(),
+            node: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            ready: pod_ready(p),
+        })
+        .collect();
+    datanode_pods.sort_by(|a, b| a.pod.cmp(&b.pod));
+
+    let old = c
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[]);
+    let conditions = [available, progressing, degraded]
+        .into_iter()
+        .map(|mut k| {
+            k.observed_generation = generation;
+            k.last_transition_time = old
+                .iter()
+                .find(|o| o.type_ == k.type_ && o.status == k.status)
+                .map(|o| o.last_transition_time.clone())
+                .unwrap_or_else(|| now.clone());
+            k
+        })
+        .collect();
+    OzoneClusterStatus {
+        observed_generation: generation,
+        conditions,
+        om: role_status(om),
+        datanodes: role_status(dn),
+        datanode_pods,
+    }
+}
+
+/// Replicas are not ready with no rollout, scaling or creation to explain it.
+fn degraded_roles(om: Role, dn: Role) -> bool {
+    let short = |r: Role| r.exists && !r.rolling && !r.scaling && r.ready < r.desired;
+    short(om) || short(dn)
+}
+
+fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: None,
+        last_transition_time: Time(Default::default()),
+    }
+}
+
+/// True when the datanodes are not all ready: a config roll must wait.
+pub fn datanodes_unready(sts: Option<&StatefulSet>) -> bool {
+    sts.and_then(|s| s.status.as_ref()).is_some_and(|st| {
+        st.ready_replicas.unwrap_or(0) < st.replicas
+            || st.available_replicas.unwrap_or(st.replicas) < st.replicas
+    })
+}
