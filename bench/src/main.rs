@@ -1,8 +1,10 @@
 //! `ozone-bench`: 64 KiB random positional reads, 16 threads, one shared
 //! stream per key, over {gRPC, short-circuit} x {1 MiB, 16 KiB bytes per
-//! checksum} x {verify on, off}, beside raw `pread` of the very block files,
-//! all in one run on one local cluster. Prints a markdown table (ratios to
-//! raw pread) and optionally JSON.
+//! checksum} x {verify on, off}, plus reads through a sidecar (gRPC over its
+//! UNIX socket) and through sidecar pass-through (descriptors relayed to
+//! the application), beside raw `pread` of the very block files, all in one
+//! run on one local cluster. Prints a markdown table (ratios to raw pread)
+//! and optionally JSON.
 //!
 //! `cargo run --release -p ozone-bench -- [--keys 16] [--key-mib 64] [--json out.json]`
 
@@ -16,6 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use ozone_cli::data;
 use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_client::sidecar::{SidecarClient, SidecarReader};
 use ozone_client::{Client, ClientConfig, KeyReader};
 use ozone_common::config::Conf;
 use rand::Rng;
@@ -35,6 +38,8 @@ enum Cmd {
     Om(ozone_om::cmd::OmArgs),
     /// (internal) runs a datanode for the benchmark's local cluster.
     Datanode(ozone_datanode::cmd::DatanodeArgs),
+    /// (internal) runs a sidecar for the benchmark's local cluster.
+    Sidecar(ozone_sidecar::cmd::SidecarArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -60,9 +65,32 @@ struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Only these paths (comma list of grpc, sc).
-    #[arg(long, default_value = "grpc,sc")]
+    /// Only these paths (comma list of grpc, sc, sidecar, passthrough).
+    #[arg(long, default_value = "grpc,sc,sidecar,passthrough")]
     paths: String,
+}
+
+/// An open key read by the benchmark: directly or through a sidecar.
+#[derive(Clone)]
+enum Reader {
+    Direct(Arc<KeyReader>),
+    Sidecar(Arc<SidecarReader>),
+}
+
+impl Reader {
+    fn size(&self) -> u64 {
+        match self {
+            Reader::Direct(r) => r.size(),
+            Reader::Sidecar(r) => r.size(),
+        }
+    }
+
+    async fn read_exact_at(&self, off: u64, buf: &mut [u8]) -> ozone_client::Result<()> {
+        match self {
+            Reader::Direct(r) => r.read_exact_at(off, buf).await,
+            Reader::Sidecar(r) => r.read_exact_at(off, buf).await,
+        }
+    }
 }
 
 struct Row {
@@ -133,7 +161,7 @@ fn raw_round(files: &[(std::fs::File, u64)], a: &Args, secs: f64) -> f64 {
     ops.load(Ordering::Relaxed) as f64 / secs
 }
 
-async fn client_round(readers: &[Arc<KeyReader>], a: &Args, secs: f64) -> anyhow::Result<f64> {
+async fn client_round(readers: &[Reader], a: &Args, secs: f64) -> anyhow::Result<f64> {
     // Each reader checks its own deadline: no reliance on timers.
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
     let len = a.read_kib << 10;
@@ -165,7 +193,7 @@ async fn client_round(readers: &[Arc<KeyReader>], a: &Args, secs: f64) -> anyhow
 async fn bench(a: Args) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     eprintln!("starting a local cluster in {}", dir.path().display());
-    let cluster = LocalCluster::start(LocalSpec {
+    let mut cluster = LocalCluster::start(LocalSpec {
         dir: dir.path().to_path_buf(),
         datanodes: 3,
         exe: std::env::current_exe()?,
@@ -175,19 +203,32 @@ async fn bench(a: Args) -> anyhow::Result<()> {
     let om = cluster.om_address();
     let node = LocalCluster::node_name(0);
     let sockets = cluster.socket_dir(0);
-    let mk = |bpc: u32, sc: bool| -> anyhow::Result<Client> {
+    let sidecar = if a
+        .paths
+        .split(',')
+        .any(|p| p == "sidecar" || p == "passthrough")
+    {
+        Some(cluster.start_sidecar(&node, "bench", &[]).await?)
+    } else {
+        None
+    };
+    let relay = sidecar.as_ref().map(|s| s.passthrough_dir.clone());
+    // A client reading short-circuit from `dir` (the node's sockets, or the
+    // sidecar's relay sockets), or over gRPC only.
+    let mk_in = |bpc: u32, dir: Option<&std::path::Path>| -> anyhow::Result<Client> {
         let mut conf = Conf::new();
         conf.set(ozone_common::config::BYTES_PER_CHECKSUM, bpc.to_string());
-        if sc {
+        if let Some(d) = dir {
             conf.set(
                 ozone_common::config::DOMAIN_SOCKET_PATH,
-                sockets.display().to_string(),
+                d.display().to_string(),
             );
         }
         let mut cfg = ClientConfig::from_conf(&om, &conf)?;
         cfg.node_name = Some(node.clone());
         Ok(Client::connect(cfg)?)
     };
+    let mk = |bpc: u32, sc: bool| mk_in(bpc, sc.then_some(sockets.as_path()));
     let admin = mk(16 << 10, false)?;
     admin.create_volume("bench").await?;
     let size = a.key_mib << 20;
@@ -263,18 +304,37 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         disk_reads_kib: disk,
     });
 
-    for path in ["grpc", "sc"] {
+    for path in ["grpc", "sc", "sidecar", "passthrough"] {
         if !a.paths.split(',').any(|p| p == path) {
             continue;
         }
         for (bpc, bucket) in &per_bpc {
+            // Through the sidecar: its own (default) 16 KiB setting only.
+            if (path == "sidecar" || path == "passthrough") && *bpc != 16 << 10 {
+                continue;
+            }
             for verify in [true, false] {
-                let c = mk(*bpc, path == "sc")?.with_verify_checksum(verify);
+                let c = match path {
+                    "passthrough" => mk_in(*bpc, relay.as_deref())?,
+                    _ => mk(*bpc, path == "sc")?,
+                }
+                .with_verify_checksum(verify);
                 let mut readers = Vec::new();
-                for k in 0..a.keys {
-                    readers.push(Arc::new(
-                        c.open_key("bench", bucket, &format!("k{k}")).await?,
-                    ));
+                if path == "sidecar" {
+                    let s = sidecar.as_ref().context("sidecar")?;
+                    let sc = SidecarClient::unix(&s.socket)?;
+                    for k in 0..a.keys {
+                        readers.push(Reader::Sidecar(Arc::new(
+                            sc.open_key_with("bench", bucket, &format!("k{k}"), Some(verify))
+                                .await?,
+                        )));
+                    }
+                } else {
+                    for k in 0..a.keys {
+                        readers.push(Reader::Direct(Arc::new(
+                            c.open_key("bench", bucket, &format!("k{k}")).await?,
+                        )));
+                    }
                 }
                 warm(&all_files);
                 client_round(&readers, &a, a.seconds.min(1.0)).await?;
@@ -287,7 +347,7 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                     disk += pgpgin() - before;
                 }
                 let s = c.stats();
-                if path == "sc" && s.short_circuit_fallbacks > 0 {
+                if (path == "sc" || path == "passthrough") && s.short_circuit_fallbacks > 0 {
                     eprintln!(
                         "warning: {} short-circuit fallbacks: {:?}",
                         s.short_circuit_fallbacks,
@@ -296,10 +356,11 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                 }
                 let name = format!(
                     "{}, {} bytes per checksum, verify {}",
-                    if path == "sc" {
-                        "short-circuit"
-                    } else {
-                        "gRPC"
+                    match path {
+                        "sc" => "short-circuit",
+                        "sidecar" => "through the sidecar",
+                        "passthrough" => "sidecar pass-through",
+                        _ => "gRPC",
                     },
                     if *bpc == 1 << 20 {
                         "1 MiB".to_string()
@@ -377,6 +438,10 @@ fn main() -> anyhow::Result<()> {
         Some(Cmd::Datanode(args)) => {
             ozone_common::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_datanode::cmd::run(args))
+        }
+        Some(Cmd::Sidecar(args)) => {
+            ozone_common::logging::init();
+            tokio::runtime::Runtime::new()?.block_on(ozone_sidecar::cmd::run(args))
         }
         None => {
             let a = cli.args;

@@ -34,7 +34,8 @@ struct Cli {
     #[arg(long = "set", global = true)]
     set: Vec<String>,
     /// Key commands go through the sidecar listening on this UNIX socket
-    /// (under its workload policy) instead of to the cluster.
+    /// (under its workload policy) instead of to the cluster; also
+    /// `ozone.client.sidecar.socket`.
     #[arg(long, global = true, env = "OZONE_SIDECAR")]
     sidecar: Option<PathBuf>,
     #[command(subcommand)]
@@ -269,6 +270,9 @@ fn print_key(k: &KeyInfo) {
     }
 }
 
+/// Config key: key commands go through the sidecar on this socket.
+const SIDECAR_SOCKET: &str = "ozone.client.sidecar.socket";
+
 /// Key commands through a sidecar.
 async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()> {
     let sc = ozone_client::sidecar::SidecarClient::unix(socket)?;
@@ -325,8 +329,12 @@ async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()>
 }
 
 async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
-    if let Some(socket) = &cli.sidecar {
-        return sh_sidecar(socket, cmd).await;
+    let sidecar = match &cli.sidecar {
+        Some(s) => Some(s.clone()),
+        None => cli.conf()?.get(SIDECAR_SOCKET).map(PathBuf::from),
+    };
+    if let Some(socket) = sidecar {
+        return sh_sidecar(&socket, cmd).await;
     }
     let client = cli.client()?;
     match cmd {

@@ -130,10 +130,13 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     {
         let svc = svc.clone();
         let mut stop = stop_rx.clone();
+        let incoming = UnixListenerStream::new(unix);
         servers.spawn(async move {
             tonic::transport::Server::builder()
+                .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+                .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
                 .add_service(svc)
-                .serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
+                .serve_with_incoming_shutdown(incoming, async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
                 .await
@@ -148,6 +151,8 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         let mut stop = stop_rx.clone();
         servers.spawn(async move {
             tonic::transport::Server::builder()
+                .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+                .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
                 .add_service(svc)
                 .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
                     let _ = stop.wait_for(|s| *s).await;

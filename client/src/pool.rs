@@ -47,6 +47,8 @@ impl Pool {
                     })?
                     .connect_timeout(Duration::from_secs(3))
                     .tcp_nodelay(true)
+                    .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+                    .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
                     .connect_lazy();
                 map.insert(dn.id.clone(), (dn.address.clone(), ch.clone()));
                 ch

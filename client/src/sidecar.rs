@@ -41,6 +41,8 @@ impl SidecarClient {
         let path: PathBuf = path.as_ref().to_path_buf();
         let ch = Endpoint::from_static("http://sidecar.local")
             .connect_timeout(std::time::Duration::from_secs(5))
+            .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+            .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
             .connect_with_connector_lazy(tower::service_fn(move |_| {
                 let path = path.clone();
                 async move {
@@ -55,6 +57,9 @@ impl SidecarClient {
     pub fn tcp(addr: &str) -> Result<Self> {
         let ch = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| ClientError::InvalidArgument(format!("sidecar address {addr}: {e}")))?
+            .tcp_nodelay(true)
+            .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+            .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
             .connect_lazy();
         Ok(Self::from_channel(ch))
     }

@@ -3,6 +3,7 @@
 
 pub mod checksum;
 pub mod config;
+pub mod grpc;
 pub mod http;
 pub mod logging;
 pub mod names;

@@ -197,6 +197,8 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let mut srx = rx.clone();
     let grpc_task = tokio::spawn(async move {
         let r = tonic::transport::Server::builder()
+            .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+            .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
             .add_service(server)
             .serve_with_incoming_shutdown(
                 TcpIncoming::from(listener).with_nodelay(Some(true)),

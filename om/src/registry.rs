@@ -14,6 +14,7 @@ pub struct Registry {
     nodes: Mutex<HashMap<String, (DatanodeDetails, Instant)>>,
     stale_after: Duration,
     dead_after: Duration,
+    started: Instant,
 }
 
 impl Registry {
@@ -23,7 +24,16 @@ impl Registry {
             nodes: Mutex::new(HashMap::new()),
             stale_after,
             dead_after: dead_after.max(stale_after),
+            started: Instant::now(),
         }
+    }
+
+    /// While the registry is younger than the stale interval, a live
+    /// datanode may simply not have reported to this (restarted) OM yet:
+    /// returns the registry's age then, `None` afterwards.
+    pub fn warming_up(&self) -> Option<Duration> {
+        let age = self.started.elapsed();
+        (age < self.stale_after).then_some(age)
     }
 
     /// Records a registration (a heartbeat too).
@@ -97,5 +107,19 @@ impl Registry {
                 used: dn.used,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warms_up_for_one_stale_interval() {
+        let r = super::Registry::new(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(1),
+        );
+        assert!(r.warming_up().is_some());
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(r.warming_up().is_none());
     }
 }

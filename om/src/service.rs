@@ -220,7 +220,15 @@ impl OzoneManager for OmService {
             &exclude,
             &mut rand::rng(),
         )
-        .map_err(|e| Status::unavailable(e.to_string()))?;
+        .map_err(|e| match self.registry.warming_up() {
+            // A restarted OM: datanodes re-register within a heartbeat or
+            // two; clients retry this message (it is not "cannot place").
+            Some(age) => Status::unavailable(format!(
+                "the OM started {:.1}s ago and waits for datanodes to report: {e}",
+                age.as_secs_f64()
+            )),
+            None => Status::unavailable(e.to_string()),
+        })?;
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
         let sid = r.session_id;
         let mut block = self
