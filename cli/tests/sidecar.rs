@@ -331,6 +331,18 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
     assert!(matches!(e, ClientError::NotFound(_)), "{e:?}");
     let e = app.open_key("vol", "", "x").await.err().unwrap();
     assert!(matches!(e, ClientError::InvalidArgument(_)), "{e:?}");
+    // Garbage on the data socket closes that connection only.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut g = tokio::net::UnixStream::connect(s.socket.with_extension("data"))
+            .await
+            .unwrap();
+        g.write_all(b"not a frame at all").await.unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(g.read(&mut b).await.unwrap_or(0), 0, "closed");
+    }
+    r.read_exact_at(0, &mut big).await.unwrap();
+    assert_eq!(big, want[..10]);
 
     // SIGTERM: the sidecar drains and exits; afterwards calls fail cleanly.
     c.stop_sidecar("d").await;

@@ -126,6 +126,8 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
     let unix = bind_unix(&args.socket)?;
+    let data_socket = crate::data::socket_of(&args.socket);
+    tokio::spawn(crate::data::serve(bind_unix(&data_socket)?, state.clone()));
     let mut servers = tokio::task::JoinSet::new();
     {
         let svc = svc.clone();
@@ -208,6 +210,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     })
     .await;
     let _ = std::fs::remove_file(&args.socket);
+    let _ = std::fs::remove_file(&data_socket);
     tracing::info!("sidecar stopped");
     Ok(())
 }

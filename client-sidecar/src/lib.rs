@@ -5,6 +5,7 @@
 //! block descriptors to the application (pass-through, see [`relay`]).
 
 pub mod cmd;
+pub mod data;
 pub mod metrics;
 pub mod policy;
 pub mod relay;

@@ -312,34 +312,53 @@ impl SidecarService {
         r: SidecarReadRequest,
         verified: bool,
     ) -> Result<Response<SidecarReadResponse>, Status> {
-        let _g = self.state.enter()?;
-        let s = self.state.stream(r.handle)?;
-        let n = range(r.offset, r.length, s.reader.size())?;
-        let mut buf = vec![0u8; n];
+        let mut buf = Vec::new();
+        self.state
+            .read_into(r.handle, r.offset, r.length, verified, &mut buf)
+            .await?;
+        Ok(Response::new(SidecarReadResponse {
+            data: buf.into(),
+            offset: r.offset,
+        }))
+    }
+}
+
+impl State {
+    /// Reads `length` bytes (fewer at the end of the key) at `offset` of
+    /// stream `handle` into `buf` (resized; reused across calls), verified
+    /// when `verified` or the stream says so.
+    pub async fn read_into(
+        self: &Arc<Self>,
+        handle: u64,
+        offset: u64,
+        length: u64,
+        verified: bool,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Status> {
+        let _g = self.enter()?;
+        let s = self.stream(handle)?;
+        let n = range(offset, length, s.reader.size())?;
+        buf.resize(n, 0);
         let t = Instant::now();
         let verify = verified || s.reader.verify_checksum();
         let res = if verified && !s.reader.verify_checksum() {
             let mut v = s.reader.clone();
             v.set_verify_checksum(true);
-            v.read_exact_at(r.offset, &mut buf).await
+            v.read_exact_at(offset, buf).await
         } else {
-            s.reader.read_exact_at(r.offset, &mut buf).await
+            s.reader.read_exact_at(offset, buf).await
         };
         res.map_err(status)?;
         let labels = ReadLabels {
             kind: if verified { "verified" } else { "read" },
             verify: if verify { "true" } else { "false" },
         };
-        self.state
-            .metrics
+        self.metrics
             .latency
             .get_or_create(&labels)
             .observe(t.elapsed().as_secs_f64());
-        self.state.metrics.reads.get_or_create(&labels).inc();
-        Ok(Response::new(SidecarReadResponse {
-            data: buf.into(),
-            offset: r.offset,
-        }))
+        self.metrics.reads.get_or_create(&labels).inc();
+        Ok(())
     }
 }
 

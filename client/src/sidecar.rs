@@ -9,6 +9,7 @@
 //! application uses after its own checksum (an HFile's) failed.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use ozone_proto::sidecar_client::SidecarClient as Rpc;
 use ozone_proto::*;
@@ -24,6 +25,118 @@ const MAX_PIECE: usize = 4 << 20;
 #[derive(Clone)]
 pub struct SidecarClient {
     rpc: Rpc<Channel>,
+    data: Option<Arc<DataPool>>,
+}
+
+/// Idle connections to a sidecar's data socket (positional reads without
+/// HTTP/2; see `ozone_sidecar::data`).
+struct DataPool {
+    path: PathBuf,
+    idle: Mutex<Vec<tokio::net::UnixStream>>,
+}
+
+/// Most idle data connections kept.
+const MAX_IDLE: usize = 64;
+
+impl DataPool {
+    fn take(&self) -> Option<tokio::net::UnixStream> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn give(&self, s: tokio::net::UnixStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(s);
+        }
+    }
+
+    /// One read on one connection; `Err(None)` when the connection failed
+    /// (the caller may retry on a fresh one).
+    async fn read_on(
+        &self,
+        s: &mut tokio::net::UnixStream,
+        req: &SidecarReadRequest,
+        out: &mut [u8],
+    ) -> std::result::Result<usize, Option<ClientError>> {
+        use ozone_common::shortcircuit as sc;
+        sc::send(s, sc::CMD_SIDECAR_READ, req, &[])
+            .await
+            .map_err(|_| None)?;
+        let mut hdr = [0u8; sc::HEADER];
+        s.read_exact(&mut hdr).await.map_err(|_| None)?;
+        let len = u32::from_be_bytes([hdr[2], hdr[3], hdr[4], hdr[5]]) as usize;
+        if hdr[0] != sc::VERSION {
+            return Err(Some(ClientError::Unavailable(format!(
+                "sidecar data socket speaks version {}",
+                hdr[0]
+            ))));
+        }
+        if hdr[1] == sc::CMD_SIDECAR_READ | sc::RESPONSE {
+            if len > out.len() {
+                return Err(Some(ClientError::Unavailable(format!(
+                    "sidecar returned {len} bytes for a read of {}",
+                    out.len()
+                ))));
+            }
+            s.read_exact(&mut out[..len]).await.map_err(|_| None)?;
+            return Ok(len);
+        }
+        if len > sc::MAX_FRAME as usize {
+            return Err(Some(ClientError::Unavailable(
+                "oversized error from the sidecar data socket".into(),
+            )));
+        }
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.map_err(|_| None)?;
+        let e = <SidecarDataError as prost::Message>::decode(body.as_slice()).map_err(|e| {
+            Some(ClientError::Unavailable(format!(
+                "malformed sidecar data socket reply: {e}"
+            )))
+        })?;
+        Err(Some(ClientError::from(tonic::Status::new(
+            tonic::Code::from_i32(e.code),
+            e.message,
+        ))))
+    }
+
+    /// Reads `out.len()` bytes (or fewer at the end) at `offset` of stream
+    /// `handle`; `None` when the data socket cannot be reached.
+    async fn read(&self, handle: u64, offset: u64, out: &mut [u8]) -> Option<Result<usize>> {
+        let req = SidecarReadRequest {
+            handle,
+            offset,
+            length: out.len() as u64,
+        };
+        // A pooled connection may be stale (sidecar restarted): one retry on
+        // a fresh one.
+        for pooled in [true, false] {
+            let mut s = match if pooled { self.take() } else { None } {
+                Some(s) => s,
+                None if pooled => continue,
+                None => match tokio::net::UnixStream::connect(&self.path).await {
+                    Ok(s) => s,
+                    Err(_) => return None,
+                },
+            };
+            match self.read_on(&mut s, &req, out).await {
+                Ok(n) => {
+                    self.give(s);
+                    return Some(Ok(n));
+                }
+                Err(Some(e)) => {
+                    self.give(s);
+                    return Some(Err(e));
+                }
+                Err(None) if pooled => continue,
+                Err(None) => {
+                    return Some(Err(ClientError::Unavailable(
+                        "the sidecar closed its data socket mid-read".into(),
+                    )));
+                }
+            }
+        }
+        None
+    }
 }
 
 fn key_ref(volume: &str, bucket: &str, key: &str) -> Option<KeyRef> {
@@ -39,6 +152,7 @@ impl SidecarClient {
     /// connection is made lazily and remade after a sidecar restart.
     pub fn unix(path: impl AsRef<Path>) -> Result<Self> {
         let path: PathBuf = path.as_ref().to_path_buf();
+        let path_for_data = path.clone();
         let ch = Endpoint::from_static("http://sidecar.local")
             .connect_timeout(std::time::Duration::from_secs(5))
             .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
@@ -50,7 +164,12 @@ impl SidecarClient {
                     Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
                 }
             }));
-        Ok(Self::from_channel(ch))
+        let mut c = Self::from_channel(ch);
+        c.data = Some(Arc::new(DataPool {
+            path: path_for_data.with_extension("data"),
+            idle: Mutex::new(Vec::new()),
+        }));
+        Ok(c)
     }
 
     /// A client of the sidecar's TCP port (`host:port`).
@@ -66,6 +185,7 @@ impl SidecarClient {
 
     fn from_channel(ch: Channel) -> Self {
         Self {
+            data: None,
             rpc: Rpc::new(ch)
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
@@ -142,6 +262,7 @@ impl SidecarClient {
             .into_inner();
         Ok(SidecarReader {
             rpc: self.rpc.clone(),
+            data: self.data.clone(),
             handle: r.handle,
             size: r.size,
             verify: r.verify_checksum,
@@ -200,6 +321,7 @@ impl SidecarClient {
 /// A key opened through the sidecar.
 pub struct SidecarReader {
     rpc: Rpc<Channel>,
+    data: Option<Arc<DataPool>>,
     handle: u64,
     size: u64,
     verify: bool,
@@ -228,6 +350,23 @@ impl SidecarReader {
         let mut got = 0;
         while got < want {
             let len = (want - got).min(MAX_PIECE);
+            if !verified && let Some(d) = &self.data {
+                match d
+                    .read(self.handle, offset + got as u64, &mut buf[got..got + len])
+                    .await
+                {
+                    Some(Ok(0)) => {
+                        return Err(ClientError::Unavailable("sidecar returned no bytes".into()));
+                    }
+                    Some(Ok(n)) => {
+                        got += n;
+                        continue;
+                    }
+                    Some(Err(e)) => return Err(e),
+                    // No data socket: the gRPC call below.
+                    None => {}
+                }
+            }
             let req = SidecarReadRequest {
                 handle: self.handle,
                 offset: offset + got as u64,

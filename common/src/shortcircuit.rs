@@ -27,6 +27,8 @@ pub const CMD_GET_BLOCK: u8 = 2;
 pub const CMD_RELEASE: u8 = 3;
 /// Error response (body `ScError`).
 pub const CMD_ERROR: u8 = 0x7f;
+/// Sidecar data socket: positional read of an open stream.
+pub const CMD_SIDECAR_READ: u8 = 0x10;
 /// Set on the command byte of a response.
 pub const RESPONSE: u8 = 0x80;
 
