@@ -44,6 +44,12 @@ for ex in examples/*.yaml; do
     echo "rendered $ex: valid for Kubernetes $v (strict)"
   done
 done
+for wl in examples/workloads/*.yaml; do
+  for v in 1.33 1.37; do
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$wl"
+    echo "$wl: valid for Kubernetes $v (strict)"
+  done
+done
 chart=charts/ozone-operator
 "$helm" lint --strict "$chart"
 for values in "" "--set watchNamespace=storage"; do

@@ -59,12 +59,58 @@ pub struct ScStats {
     pub checksummed_bytes: AtomicU64,
 }
 
+/// A read-only shared mapping of a committed block file. Reads copy from
+/// it (a user-space copy is about twice as fast as `pread`'s kernel copy
+/// here) and checksum it in place. Committed block files are never
+/// truncated or rewritten by the datanode (deletion unlinks them, which
+/// leaves the mapping valid), and a file shorter than its block is never
+/// mapped, so the mapping stays backed for its whole length.
+struct Mapping {
+    ptr: std::ptr::NonNull<std::ffi::c_void>,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and only read through shared slices.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; no interior mutability.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps the first `len` bytes of `file`, if it holds that many.
+    fn new(file: &File, len: u64) -> Option<Self> {
+        use nix::sys::mman::{MapFlags, ProtFlags, mmap};
+        let n = std::num::NonZeroUsize::new(usize::try_from(len).ok()?)?;
+        if file.metadata().ok()?.len() < len {
+            return None;
+        }
+        // SAFETY: a fresh read-only shared mapping of a file we hold open;
+        // see the type's comment for why its pages stay backed.
+        let ptr =
+            unsafe { mmap(None, n, ProtFlags::PROT_READ, MapFlags::MAP_SHARED, file, 0) }.ok()?;
+        Some(Self { ptr, len: n.get() })
+    }
+
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes until drop.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr() as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `new` mapped, once.
+        let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
+    }
+}
+
 /// An open block: its descriptor, checksums and guarding slot.
 pub struct ScBlock {
     conn: Arc<DnConn>,
     slot: u32,
     id: BlockId,
     file: File,
+    map: Option<Mapping>,
     size: u64,
     checksum: Checksummer,
     checksums: Vec<u32>,
@@ -336,11 +382,13 @@ impl ShortCircuit {
         let t = Instant::now();
         let (data, slot, file) = conn.get_block(id, token).await?;
         let (checksum, checksums) = flatten(&data)?;
+        let map = Mapping::new(&file, data.size);
         let b = Arc::new(ScBlock {
             conn,
             slot,
             id: *id,
             file,
+            map,
             size: data.size,
             checksum,
             checksums,
@@ -354,11 +402,11 @@ impl ShortCircuit {
         Ok(b)
     }
 
-    /// Reads `out.len()` bytes at `offset` of an open block with `pread`,
-    /// verifying when asked: windows wholly inside `out` are checked in
-    /// place; only partial windows at the ends are read whole into a
-    /// reused scratch buffer. Data is returned only if the block is still
-    /// valid after the read.
+    /// Reads `out.len()` bytes at `offset` of an open block, verifying when
+    /// asked: from the block's mapping (the covering windows checked in
+    /// place, then one copy), or, when the file could not be mapped, with
+    /// one `preadv` (see `read_verified`). Data is returned only if the
+    /// block is still valid after the read.
     pub fn read(
         &self,
         b: &ScBlock,
@@ -378,7 +426,26 @@ impl ShortCircuit {
                 b.size
             )));
         }
-        if verify && b.checksum.kind() != ozone_proto::ChecksumType::None {
+        let verify = verify && b.checksum.kind() != ozone_proto::ChecksumType::None;
+        if let Some(m) = &b.map {
+            let map = m.bytes();
+            if verify && !out.is_empty() {
+                // The whole windows covering the range, checked in place.
+                let bpc = b.checksum.bytes_per_checksum() as u64;
+                let ws = offset / bpc * bpc;
+                let we = (end.div_ceil(bpc) * bpc).min(b.size);
+                let (w0, w1) = ((ws / bpc) as usize, we.div_ceil(bpc) as usize);
+                b.checksum.verify(
+                    &map[ws as usize..we as usize],
+                    ws / bpc,
+                    &b.checksums[w0..w1],
+                )?;
+                self.stats
+                    .checksummed_bytes
+                    .fetch_add(we - ws, Ordering::Relaxed);
+            }
+            out.copy_from_slice(&map[offset as usize..end as usize]);
+        } else if verify {
             let n = read_verified(b, offset, out)?;
             self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
         } else {
