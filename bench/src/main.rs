@@ -40,6 +40,17 @@ enum Cmd {
     Datanode(ozone_datanode::cmd::DatanodeArgs),
     /// (internal) runs a sidecar for the benchmark's local cluster.
     Sidecar(ozone_sidecar::cmd::SidecarArgs),
+    /// The primitives under the short-circuit path, alone: `pread` vs a
+    /// copy from a mapping, each with and without CRC32C of the covering
+    /// 4 KiB windows, and CRC32C throughput by window size.
+    Primitives {
+        /// File size in MiB (created in a temporary directory).
+        #[arg(long, default_value_t = 512)]
+        mib: usize,
+        /// Threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -452,6 +463,7 @@ fn main() -> anyhow::Result<()> {
             ozone_common::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_datanode::cmd::run(args))
         }
+        Some(Cmd::Primitives { mib, threads }) => primitives(mib << 20, threads),
         Some(Cmd::Sidecar(args)) => {
             ozone_common::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_sidecar::cmd::run(args))
@@ -465,4 +477,108 @@ fn main() -> anyhow::Result<()> {
                 .block_on(bench(a))
         }
     }
+}
+
+/// See [`Cmd::Primitives`].
+fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
+    use ozone_common::checksum::Checksummer;
+    use ozone_proto::ChecksumType;
+    const READ: usize = 64 << 10;
+    const WIN: usize = 4 << 10;
+    if size < 4 * READ {
+        bail!("--mib too small");
+    }
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("data");
+    let mut data = vec![0u8; size];
+    data::fill(1, 0, &mut data);
+    std::fs::write(&path, &data)?;
+    drop(data);
+    let file = std::fs::File::open(&path)?;
+    warm(std::slice::from_ref(&path));
+    let n = std::num::NonZeroUsize::new(size).context("size")?;
+    // SAFETY: a read-only private view of a file this function created and
+    // never changes while mapped.
+    let ptr = unsafe {
+        nix::sys::mman::mmap(
+            None,
+            n,
+            nix::sys::mman::ProtFlags::PROT_READ,
+            nix::sys::mman::MapFlags::MAP_SHARED,
+            &file,
+            0,
+        )?
+    };
+    // SAFETY: `ptr` maps `size` readable bytes until the munmap below.
+    let map = unsafe { std::slice::from_raw_parts(ptr.as_ptr() as *const u8, size) };
+    let ck = Checksummer::new(ChecksumType::Crc32c, WIN as u32)?;
+    let secs = 2.0;
+    println!("| operation, 64 KiB random reads, {threads} threads | ops/s |");
+    println!("|---|---:|");
+    for mode in ["pread", "pread + CRC32C", "mmap copy", "mmap CRC32C + copy"] {
+        let stop = AtomicBool::new(false);
+        let ops = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    let mut rng = rand::rng();
+                    let mut out = vec![0u8; READ];
+                    let mut n = 0u64;
+                    let mut acc = 0u32;
+                    while !stop.load(Ordering::Relaxed) {
+                        let off = rng.random_range(0..size - READ - WIN);
+                        let ws = off / WIN * WIN;
+                        let we = (off + READ).div_ceil(WIN) * WIN;
+                        match mode {
+                            "pread" => file.read_exact_at(&mut out, off as u64).expect("pread"),
+                            "pread + CRC32C" => {
+                                file.read_exact_at(&mut out, off as u64).expect("pread");
+                                for w in out.chunks(WIN) {
+                                    acc ^= ck.checksum(w);
+                                }
+                            }
+                            "mmap copy" => out.copy_from_slice(&map[off..off + READ]),
+                            _ => {
+                                for w in map[ws..we].chunks(WIN) {
+                                    acc ^= ck.checksum(w);
+                                }
+                                out.copy_from_slice(&map[off..off + READ]);
+                            }
+                        }
+                        n += 1;
+                    }
+                    std::hint::black_box(acc);
+                    ops.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            stop.store(true, Ordering::Relaxed);
+        });
+        println!(
+            "| {mode} | {:.0} |",
+            ops.load(Ordering::Relaxed) as f64 / secs
+        );
+    }
+    println!("\n| CRC32C window | GB/s (one thread) |\n|---:|---:|");
+    for win in [4usize << 10, 16 << 10, 72 << 10] {
+        let c = Checksummer::new(ChecksumType::Crc32c, win as u32)?;
+        let t = std::time::Instant::now();
+        let mut bytes = 0usize;
+        let mut acc = 0u32;
+        while t.elapsed().as_secs_f64() < 1.0 {
+            for w in map[..8 << 20].chunks(win) {
+                acc ^= c.checksum(w);
+            }
+            bytes += 8 << 20;
+        }
+        std::hint::black_box(acc);
+        println!(
+            "| {} KiB | {:.1} |",
+            win >> 10,
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e9
+        );
+    }
+    // SAFETY: unmapping what was mapped above; `map` is not used after.
+    unsafe { nix::sys::mman::munmap(ptr, size)? };
+    Ok(())
 }
