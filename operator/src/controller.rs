@@ -5,13 +5,19 @@
 //! One reconcile, in order: read the StatefulSets and datanode pods; unless
 //! paused or invalid, create the block-token Secret once, then apply the
 //! ConfigMap, the Services, the StatefulSets (a datanode template change is
-//! held while any datanode is not ready) and the PodDisruptionBudgets;
-//! finally patch the status. Deleting the resource is left to the garbage
-//! collector through owner references; data claims follow
-//! `spec.volumeDeletionPolicy`.
+//! held while a healthy datanode would have to go down beside an unready
+//! one) and the PodDisruptionBudget; finally apply the status. An object the
+//! API server refuses does not stop the others (only the StatefulSets wait
+//! for their ConfigMap): the refusal becomes a `Degraded` condition with the
+//! server's message and a Warning event. An invalid spec waits for the next
+//! change of the resource; the controller sees only spec changes (generation)
+//! of the resource itself, so its own status writes wake nothing. Deleting
+//! the resource is left to the garbage collector through owner references;
+//! data claims follow `spec.volumeDeletionPolicy`.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,6 +50,8 @@ const RESYNC: Duration = Duration::from_secs(300);
 const PROGRESS: Duration = Duration::from_secs(30);
 /// Longest backoff after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Label of a StatefulSet pod naming its revision.
+const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// A failed reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +65,9 @@ pub enum Error {
     /// The resource has no namespace (the CRD is namespaced).
     #[error("the resource has no namespace")]
     NoNamespace,
+    /// The API server refused some objects (the others were applied).
+    #[error("applying: {0}")]
+    Apply(String),
 }
 
 impl Error {
@@ -66,6 +77,7 @@ impl Error {
             Error::InvalidSpec(_) => "invalid_spec",
             Error::Api(_) => "api",
             Error::NoNamespace => "no_namespace",
+            Error::Apply(_) => "apply",
         }
     }
 }
@@ -158,12 +170,13 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
 
     let paused = c.spec.cluster_operation.reconciliation_paused;
     let mut invalid = None;
-    let mut roll_held = false;
+    let mut outcome = Applied::default();
     match builders::build(c) {
         Err(e) => invalid = Some(e.to_string()),
         Ok(_) if paused => {}
-        Ok(objs) => roll_held = apply_all(c, ctx, &ns, objs, dn.as_ref()).await?,
+        Ok(objs) => outcome = apply_all(c, ctx, &ns, objs, dn.as_ref(), &pods).await,
     }
+    let apply_failed = (!outcome.failures.is_empty()).then(|| outcome.failures.join("; "));
 
     let st = status::compute(
         c,
@@ -172,7 +185,8 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
             datanodes: dn.as_ref(),
             pods: &pods,
             invalid: invalid.clone(),
-            roll_held,
+            apply_failed: apply_failed.clone(),
+            roll_held: outcome.roll_held,
         },
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
@@ -182,52 +196,145 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
         .any(|k| k.type_ == status::PROGRESSING && k.status == "True");
     let changed = c.status.as_ref() != Some(&st);
     if changed {
+        let body = serde_json::json!({
+            "apiVersion": "ozone-rs.io/v1alpha1",
+            "kind": "OzoneCluster",
+            "status": st,
+        });
         Api::<OzoneCluster>::namespaced(client.clone(), &ns)
             .patch_status(
                 &name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "status": st })),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(body),
             )
             .await?;
     }
     let reference = c.object_ref(&());
     if let Some(why) = invalid {
+        ctx.metrics.error("invalid_spec");
         if changed {
             publish(ctx, &reference, EventType::Warning, "InvalidSpec", &why).await;
         }
-        return Err(Error::InvalidSpec(why));
+        // Nothing to retry: the next edit of the resource wakes the controller.
+        tracing::warn!(cluster = %key(c), "invalid spec: {why}");
+        return Ok(Action::await_change());
     }
-    if roll_held && changed {
+    if let Some(why) = apply_failed {
+        // Refused by the API server: visible as Degraded and an event, then
+        // retried with backoff (the refusal may be transient, e.g. a quota).
+        publish(ctx, &reference, EventType::Warning, "ApplyFailed", &why).await;
+        return Err(Error::Apply(why));
+    }
+    if outcome.roll_held && changed {
         let msg = "datanode roll held until every datanode is ready";
         publish(ctx, &reference, EventType::Warning, "RollHeld", msg).await;
     }
     Ok(Action::requeue(if progressing { PROGRESS } else { RESYNC }))
 }
 
-/// Applies every object in order; returns whether the datanode roll was held.
+/// What one round of applies did.
+#[derive(Debug, Default)]
+struct Applied {
+    /// The datanode roll was held.
+    roll_held: bool,
+    /// Objects the API server refused, with its message.
+    failures: Vec<String>,
+}
+
+/// Applies every object in order. A refused object is recorded and the
+/// independent ones are still applied; the StatefulSets are skipped when
+/// their ConfigMap (or the token Secret) could not be written.
 async fn apply_all(
     c: &OzoneCluster,
     ctx: &Context,
     ns: &str,
     mut objs: Objects,
     current_dn: Option<&StatefulSet>,
-) -> Result<bool, Error> {
+    pods: &[Pod],
+) -> Applied {
     let client = &ctx.client;
+    let mut out = Applied::default();
+    let mut record = |what: String, r: Result<(), String>| match r {
+        Ok(()) => true,
+        Err(e) => {
+            out.failures.push(format!("{what}: {e}"));
+            false
+        }
+    };
+    let mut prerequisites = true;
     if c.spec.security.block_tokens {
-        ensure_token_secret(c, client, ns).await?;
+        let r = ensure_token_secret(c, client, ns).await.map_err(|e| match e {
+            Error::Api(e) => api_message(&e),
+            other => other.to_string(),
+        });
+        prerequisites &= record(
+            format!("Secret {}", builders::token_secret_name(&c.name_any())),
+            r,
+        );
     }
-    apply(client, ns, &objs.config).await?;
-    apply(client, ns, &objs.om_headless).await?;
-    apply(client, ns, &objs.om_service).await?;
-    apply(client, ns, &objs.datanode_headless).await?;
+    let config = named("ConfigMap", &objs.config);
+    prerequisites &= record(config, applied(apply(client, ns, &objs.config).await));
+    for svc in [&objs.om_headless, &objs.om_service, &objs.datanode_headless] {
+        record(named("Service", svc), applied(apply(client, ns, svc).await));
+    }
     stamp_template_hash(&mut objs.om);
     stamp_template_hash(&mut objs.datanodes);
-    let held = hold_roll_if_unready(&mut objs.datanodes, current_dn);
-    apply(client, ns, &objs.om).await?;
-    apply(client, ns, &objs.datanodes).await?;
-    apply(client, ns, &objs.om_pdb).await?;
-    apply(client, ns, &objs.datanode_pdb).await?;
-    Ok(held)
+    let held = hold_roll_if_unready(&mut objs.datanodes, current_dn, pods);
+    if prerequisites {
+        for sts in [&objs.om, &objs.datanodes] {
+            record(named("StatefulSet", sts), applied(apply(client, ns, sts).await));
+        }
+        // The StatefulSet controller (OrderedReady) never replaces a pod that
+        // is not ready: one stuck on an old template (Pending for want of a
+        // toleration the new one has) would block the roll forever. Delete
+        // it so it comes back on the new template.
+        if let Some(cur) = current_dn {
+            for (pod, uid) in stuck_pods(&objs.datanodes, cur, pods) {
+                let r = Api::<Pod>::namespaced(client.clone(), ns)
+                    .delete(
+                        &pod,
+                        &kube::api::DeleteParams {
+                            preconditions: Some(kube::api::Preconditions {
+                                uid: Some(uid),
+                                resource_version: None,
+                            }),
+                            ..Default::default()
+                        },
+                    )
+                    .await;
+                match r {
+                    Ok(_) => tracing::info!(%pod, "replacing an unready pod on an old template"),
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                    Err(e) => {
+                        record(format!("Pod {pod}"), Err(api_message(&e)));
+                    }
+                }
+            }
+        }
+    }
+    let pdb = &objs.datanode_pdb;
+    record(
+        named("PodDisruptionBudget", pdb),
+        applied(apply(client, ns, pdb).await),
+    );
+    out.roll_held = held;
+    out
+}
+
+fn named<K: Resource>(kind: &str, obj: &K) -> String {
+    format!("{kind} {}", obj.meta().name.as_deref().unwrap_or_default())
+}
+
+fn applied<K>(r: Result<K, kube::Error>) -> Result<(), String> {
+    r.map(drop).map_err(|e| api_message(&e))
+}
+
+/// The API server's own words for a failed call.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
+        other => other.to_string(),
+    }
 }
 
 /// Records the hash of the pod template on the StatefulSet, so a template
@@ -242,45 +349,144 @@ pub fn stamp_template_hash(sts: &mut StatefulSet) {
         .insert(TEMPLATE_HASH.into(), hash);
 }
 
-/// Never roll datanodes while the cluster is degraded: when the template
-/// changes (or a roll is under way) and a datanode is not ready, the
-/// partition is set to the replica count so no further pod is replaced
-/// until all are ready again. Returns whether the roll is held.
-pub fn hold_roll_if_unready(desired: &mut StatefulSet, current: Option<&StatefulSet>) -> bool {
+/// Never take a healthy datanode down beside an unready one. When the
+/// template changes (or a roll is under way) and some datanode is not ready,
+/// the RollingUpdate partition is set so that only pods that are down anyway
+/// (unready and not yet on the new template) or already updated are
+/// replaced: a Pending pod that the new template fixes (a toleration, a
+/// resource request) gets it, every healthy pod keeps running. When an
+/// unready pod already runs the new template, or sits below a healthy old
+/// one, everything is held (partition = replicas) until all are ready.
+/// Returns whether the roll is held.
+pub fn hold_roll_if_unready(
+    desired: &mut StatefulSet,
+    current: Option<&StatefulSet>,
+    pods: &[Pod],
+) -> bool {
     let Some(cur) = current else {
         return false;
     };
-    let want = desired
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(TEMPLATE_HASH));
-    let have = cur
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(TEMPLATE_HASH));
+    let hash = |s: &StatefulSet| {
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TEMPLATE_HASH))
+            .cloned()
+    };
+    let template_changed = hash(desired) != hash(cur);
     let st = cur.status.as_ref();
-    let mid_roll =
-        st.is_some_and(|s| s.update_revision.is_some() && s.current_revision != s.update_revision);
-    if (want == have && !mid_roll) || !status::datanodes_unready(current) {
-        return false;
-    }
+    let update_revision = st.and_then(|s| s.update_revision.clone());
+    // A roll is under way while revisions differ, while the StatefulSet
+    // controller has not yet observed the last applied template (its
+    // revisions are stale then), or while any pod runs another revision.
+    let stale = st.is_none_or(|s| {
+        s.observed_generation.unwrap_or(0) < cur.metadata.generation.unwrap_or(0)
+    });
+    let mid_roll = stale
+        || st.is_some_and(|s| s.update_revision.is_some() && s.current_revision != s.update_revision)
+        || pods.iter().any(|p| {
+            update_revision.is_some() && p.labels().get(REVISION_LABEL) != update_revision.as_ref()
+        });
     let replicas = cur
         .spec
         .as_ref()
         .and_then(|s| s.replicas)
         .unwrap_or(1)
         .max(st.map(|s| s.replicas).unwrap_or(0));
+    // Per ordinal: (ready, on the template being applied).
+    let mut by_ordinal: Vec<Option<(bool, bool)>> = vec![None; replicas.max(0) as usize];
+    let prefix = format!("{}-", cur.metadata.name.as_deref().unwrap_or_default());
+    for p in pods {
+        let Some(i) = p
+            .metadata
+            .name
+            .as_deref()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if i >= by_ordinal.len() {
+            continue;
+        }
+        let revision = p.labels().get(REVISION_LABEL);
+        let updated = !template_changed && revision.is_some() && revision == update_revision.as_ref();
+        by_ordinal[i] = Some((status::pod_ready(p), updated));
+    }
+    let any_unready = by_ordinal.iter().any(|p| !matches!(p, Some((true, _))))
+        || status::datanodes_unready(current);
+    if (!template_changed && !mid_roll) || !any_unready {
+        return false;
+    }
+    // Smallest q such that every pod >= q is down-and-old or up-and-new.
+    let mut q = by_ordinal.len();
+    while q > 0 {
+        match by_ordinal[q - 1] {
+            Some((false, false)) | Some((true, true)) => q -= 1,
+            _ => break,
+        }
+    }
+    let unready_below = by_ordinal[..q].iter().any(|p| !matches!(p, Some((true, _))));
+    // A missing pod is being (re)created: count it as down on the new template.
+    let unready_new = by_ordinal
+        .iter()
+        .any(|p| matches!(p, Some((false, true)) | None));
+    let (partition, held) = if unready_below || unready_new {
+        (replicas, true)
+    } else {
+        (q as i32, false)
+    };
     if let Some(spec) = desired.spec.as_mut() {
         spec.update_strategy
             .get_or_insert_with(Default::default)
             .rolling_update = Some(RollingUpdateStatefulSetStrategy {
-            partition: Some(replicas),
+            partition: Some(partition),
             ..Default::default()
         });
     }
-    true
+    held
+}
+
+/// Pods of the datanode StatefulSet that the roll must replace but the
+/// StatefulSet controller will not: not ready, not terminating, on an older
+/// revision than the current template's, at or above the partition. Only
+/// once the StatefulSet has observed the template being applied (so its
+/// update revision is that template's).
+pub fn stuck_pods(desired: &StatefulSet, current: &StatefulSet, pods: &[Pod]) -> Vec<(String, String)> {
+    let hash = |s: &StatefulSet| {
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TEMPLATE_HASH))
+            .cloned()
+    };
+    let Some(st) = current.status.as_ref() else {
+        return Vec::new();
+    };
+    let observed = st.observed_generation.unwrap_or(0) >= current.metadata.generation.unwrap_or(0);
+    let Some(update) = st.update_revision.as_ref() else {
+        return Vec::new();
+    };
+    if hash(desired) != hash(current) || !observed {
+        return Vec::new();
+    }
+    let partition = desired
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    let prefix = format!("{}-", current.metadata.name.as_deref().unwrap_or_default());
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !status::pod_ready(p))
+        .filter(|p| p.labels().get(REVISION_LABEL) != Some(update))
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let ordinal: i32 = name.strip_prefix(&prefix)?.parse().ok()?;
+            (ordinal >= partition).then(|| (name, p.metadata.uid.clone().unwrap_or_default()))
+        })
+        .collect()
 }
 
 /// Server-side apply of one object under [`MANAGER`], forcing conflicts.
@@ -347,9 +553,23 @@ async fn publish(
     }
 }
 
+/// Server-side applies the operator's CRD (Helm installs a chart's `crds/`
+/// once and never upgrades them; the operator keeps its own schema current).
+pub async fn apply_crd(client: &Client) -> Result<(), kube::Error> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = crate::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd))
+        .await
+        .map(drop)
+}
+
 /// Runs the controller until SIGTERM or SIGINT; in-flight reconciles finish
-/// first. `namespace` limits it to one namespace.
-pub async fn run(ctx: Arc<Context>, namespace: Option<&str>) {
+/// first. `namespace` limits it to one namespace. `ready` turns true once
+/// the resources have been listed, false at shutdown.
+pub async fn run(ctx: Arc<Context>, namespace: Option<&str>, ready: Arc<AtomicBool>) {
+    use kube::runtime::{WatchStreamExt, predicates, reflector};
     let client = ctx.client.clone();
     let (clusters, sets) = match namespace {
         Some(ns) => (
@@ -358,7 +578,31 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<&str>) {
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    Controller::new(clusters, watcher::Config::default())
+    let (reader, writer) = reflector::store();
+    // Only spec changes (generation) of the resource wake a reconcile: the
+    // controller's own status writes do not.
+    let stream = watcher(clusters, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    let store = reader.clone();
+    let flag = ready.clone();
+    tokio::spawn(async move {
+        // Polled again each second: the store wakes only its first waiter.
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), store.wait_until_ready()).await {
+                Ok(Ok(())) => {
+                    flag.store(true, Ordering::SeqCst);
+                    tracing::info!("resources listed: ready");
+                    return;
+                }
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
+        }
+    });
+    Controller::for_stream(stream, reader)
         .owns(
             sets,
             watcher::Config::default().labels("app.kubernetes.io/managed-by=ozone-operator"),
@@ -372,5 +616,6 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<&str>) {
             }
         })
         .await;
+    ready.store(false, Ordering::SeqCst);
     tracing::info!("controller stopped");
 }

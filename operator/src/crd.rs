@@ -55,11 +55,40 @@ pub struct OzoneClusterSpec {
     /// Stop the cluster or pause reconciliation.
     #[serde(default)]
     pub cluster_operation: ClusterOperation,
+    /// Seconds a rollout or scaling may take before the cluster is reported
+    /// Degraded (reason ProgressDeadlineExceeded) instead of Progressing
+    /// (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: Option<i32>,
     /// What happens to the data volumes (PersistentVolumeClaims) when the
     /// resource is deleted: Retain (default) keeps them, Delete removes them.
     /// Host-path data always stays.
     #[serde(default)]
     pub volume_deletion_policy: VolumeDeletionPolicy,
+}
+
+/// Default of `spec.progressDeadlineSeconds`.
+pub const DEFAULT_PROGRESS_DEADLINE: i32 = 600;
+
+/// Host directories the operator refuses: system paths that a hostPath
+/// mount (and the root init step that prepares it) must never touch.
+pub const SYSTEM_PATHS: &[&str] = &[
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib",
+    "/var/lib/kubelet", "/var/log", "/var/run", "/data", "/etc/ozone",
+];
+
+/// The CEL rule on host paths (mirrored by `builders::validate`): no `..`,
+/// not a system directory nor inside `/etc`, `/proc`, `/sys`, `/dev`, `/boot`
+/// or the kubelet's state, and not clashing with the container's `/data`.
+macro_rules! host_path_rule {
+    () => {
+        serde_json::json!({
+            "rule": "!self.contains('/..') && !self.contains('/./') && !self.endsWith('/.') && !self.contains('//') && !(self.endsWith('/') && self != '/') && !(self in ['/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/opt', '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var', '/var/lib', '/var/lib/kubelet', '/var/log', '/var/run', '/data', '/etc/ozone']) && !['/etc/', '/proc/', '/sys/', '/dev/', '/boot/', '/usr/', '/bin/', '/sbin/', '/lib/', '/var/lib/kubelet/', '/data/', '/run/'].exists(p, self.startsWith(p))",
+            "message": "must be a normalized absolute path outside system directories (/, /etc, /usr, /proc, /sys, /dev, /boot, /run, /var/lib/kubelet, ...) and not /data, which the container uses"
+        })
+    };
 }
 
 /// Fate of the data volumes when the resource is deleted.
@@ -130,13 +159,21 @@ pub enum PullPolicy {
     Never,
 }
 
-/// Persistent storage of a role.
+/// Persistent storage of a role. Fixed at creation: a StatefulSet's volume
+/// claim templates cannot change.
 #[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self == oldSelf",
+     "message": "storage cannot be changed after creation (a StatefulSet's volume claim templates are immutable); create a new cluster or resize the claims directly"}
+]))]
 pub struct StorageSpec {
     /// Volume size, a Kubernetes quantity such as 10Gi.
     #[serde(default = "default_size")]
-    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
+         "message": "must be a positive Kubernetes quantity such as 10Gi, 500G or 1e12"}
+    ]), length(max = 64))]
     pub size: String,
     /// Storage class (cluster default when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +231,10 @@ impl Default for OmSpec {
 /// The datanodes.
 #[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.dataHostPath) == has(oldSelf.dataHostPath) && (!has(self.dataHostPath) || self.dataHostPath == oldSelf.dataHostPath)",
+     "message": "dataHostPath cannot be changed after creation (the datanodes' blocks live there)"}
+]))]
 pub struct DatanodeSpec {
     /// Datanode replicas, at most one per node.
     #[serde(default = "three")]
@@ -202,9 +243,12 @@ pub struct DatanodeSpec {
     /// Data volume (a volume claim per datanode) unless dataHostPath is set.
     #[serde(default)]
     pub storage: StorageSpec,
-    /// Keep block data in this host directory instead of a volume claim.
+    /// Keep block data in this host directory instead of a volume claim
+    /// (each cluster uses its own subdirectory `<namespace>-<name>`). Fixed at
+    /// creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^/"))]
+    #[schemars(regex(pattern = r"^/[A-Za-z0-9._/-]*$"), length(max = 1024))]
+    #[schemars(extend("x-kubernetes-validations" = [host_path_rule!()]))]
     pub data_host_path: Option<String>,
     /// Container resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,7 +296,8 @@ pub struct ShortCircuitSpec {
     pub enabled: bool,
     /// Host directory of the sockets, shared by every pod of a node.
     #[serde(default = "default_socket_path")]
-    #[schemars(regex(pattern = r"^/[^\s]*$"))]
+    #[schemars(regex(pattern = r"^/[A-Za-z0-9._/-]*$"), length(max = 100))]
+    #[schemars(extend("x-kubernetes-validations" = [host_path_rule!()]))]
     pub socket_host_path: String,
 }
 
@@ -375,6 +420,12 @@ pub struct OzoneClusterStatus {
     /// The datanode pods and the nodes they run on.
     #[serde(default)]
     pub datanode_pods: Vec<DatanodePod>,
+    /// Readiness and rollout counts when they last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// When `progress` last changed (the progress deadline counts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 /// One datanode pod.

@@ -28,9 +28,22 @@ enum Cmd {
         /// Address of /metrics, /healthz and /readyz.
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_addr: SocketAddr,
+        /// Server-side apply the OzoneCluster CRD at start-up (keeps it
+        /// current across chart upgrades, which never touch `crds/`).
+        #[arg(long, env = "OZONE_OPERATOR_MANAGE_CRD", default_value_t = true, action = clap::ArgAction::Set)]
+        manage_crd: bool,
     },
     /// Prints the OzoneCluster CustomResourceDefinition.
     Crd,
+    /// GETs an http:// URL and exits 0 on a 2xx answer (the chart's
+    /// `helm test`; the image carries no curl).
+    Probe {
+        /// The URL, e.g. http://ozone-operator-metrics.ozone-system.svc:8080/readyz.
+        url: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+    },
     /// Prints, offline, the objects for an OzoneCluster resource.
     Render {
         /// The resource (YAML).
@@ -47,16 +60,30 @@ fn main() -> anyhow::Result<()> {
         Cmd::Run {
             namespace,
             http_addr,
+            manage_crd,
         } => {
             ozone_common::logging::init();
-            tokio::runtime::Runtime::new()?.block_on(run(namespace, http_addr))?;
+            // An empty WATCH_NAMESPACE (the chart's default) means all.
+            let namespace = namespace.filter(|n| !n.trim().is_empty());
+            tokio::runtime::Runtime::new()?.block_on(run(namespace, http_addr, manage_crd))?;
         }
         Cmd::Crd => print!("{}", ozone_operator::crd_yaml()?),
+        Cmd::Probe { url, timeout } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let status = rt.block_on(tokio::time::timeout(
+                std::time::Duration::from_secs(timeout),
+                probe(&url),
+            ))??;
+            println!("{url}: {status}");
+            anyhow::ensure!(status.starts_with('2'), "{url} answered {status}");
+        }
         Cmd::Render { file, namespace } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let mut c: ozone_operator::crd::OzoneCluster = serde_yaml::from_str(&text)
-                .with_context(|| format!("parsing {}", file.display()))?;
+            let mut c = ozone_operator::render::admit(&text)
+                .with_context(|| format!("{} would be refused", file.display()))?;
             c.metadata.namespace.get_or_insert(namespace);
             c.metadata
                 .uid
@@ -68,7 +95,11 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(namespace: Option<String>, http_addr: SocketAddr) -> anyhow::Result<()> {
+async fn run(
+    namespace: Option<String>,
+    http_addr: SocketAddr,
+    manage_crd: bool,
+) -> anyhow::Result<()> {
     use ozone_operator::controller::{Context, run};
     let client = kube::Client::try_default()
         .await
@@ -76,11 +107,17 @@ async fn run(namespace: Option<String>, http_addr: SocketAddr) -> anyhow::Result
     let metrics = ozone_operator::metrics::Metrics::default();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
-    let ready = Arc::new(AtomicBool::new(true));
+    if manage_crd {
+        ozone_operator::controller::apply_crd(&client)
+            .await
+            .context("applying the OzoneCluster CRD (or run with --manage-crd=false)")?;
+        tracing::info!("CRD applied");
+    }
+    let ready = Arc::new(AtomicBool::new(false));
     let addr = ozone_common::http::serve(
         http_addr,
         ozone_common::http::HttpState {
-            ready,
+            ready: ready.clone(),
             registry: Arc::new(registry),
         },
     )
@@ -90,7 +127,28 @@ async fn run(namespace: Option<String>, http_addr: SocketAddr) -> anyhow::Result
     run(
         Arc::new(Context::new(client, metrics)),
         namespace.as_deref(),
+        ready,
     )
     .await;
     Ok(())
+}
+
+/// One HTTP/1.1 GET; returns the status code and reason.
+async fn probe(url: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .context("only http:// URLs are probed")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut s = tokio::net::TcpStream::connect(host)
+        .await
+        .with_context(|| format!("connecting to {host}"))?;
+    let req = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.lines().next().unwrap_or_default();
+    let status = line.split_once(' ').map(|(_, r)| r).unwrap_or(line);
+    Ok(status.trim().to_string())
 }

@@ -30,6 +30,8 @@ pub struct Observed<'a> {
     pub pods: &'a [Pod],
     /// Why the spec cannot be applied, if it cannot.
     pub invalid: Option<String>,
+    /// Objects the API server refused, with its message.
+    pub apply_failed: Option<String>,
     /// A datanode config roll held back because datanodes are not ready.
     pub roll_held: bool,
 }
@@ -44,6 +46,8 @@ struct Role {
     rolling: bool,
     /// Pods are being added or removed.
     scaling: bool,
+    /// Pods on the newest template.
+    updated: i32,
 }
 
 fn role(sts: Option<&StatefulSet>, desired: i32) -> Role {
@@ -54,6 +58,7 @@ fn role(sts: Option<&StatefulSet>, desired: i32) -> Role {
             exists: false,
             rolling: false,
             scaling: false,
+            updated: 0,
         };
     };
     let st = sts.status.clone().unwrap_or_default();
@@ -68,6 +73,7 @@ fn role(sts: Option<&StatefulSet>, desired: i32) -> Role {
         exists: true,
         rolling,
         scaling: spec_replicas != desired || st.replicas != desired,
+        updated: st.updated_replicas.unwrap_or(0),
     }
 }
 
@@ -79,7 +85,8 @@ fn role_status(r: Role) -> RoleStatus {
     }
 }
 
-fn pod_ready(p: &Pod) -> bool {
+/// Whether a pod's Ready condition is True.
+pub fn pod_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -131,6 +138,16 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         )
     };
 
+    // After a spec change the cluster is progressing until every replica is
+    // ready (or the deadline passes); a replica lost after that is Degraded
+    // at once.
+    let settling = c.status.as_ref().is_none_or(|o| {
+        o.observed_generation != generation
+            || o.conditions.iter().any(|k| {
+                k.type_ == PROGRESSING && (k.status == "True" || k.reason == "ProgressDeadlineExceeded")
+            })
+    });
+    let waiting = settling && !stopped && (om.ready < om.desired || dn.ready < dn.desired);
     let progressing = if let Some(why) = &obs.invalid {
         cond(PROGRESSING, false, "InvalidSpec", why.clone())
     } else if paused {
@@ -174,6 +191,16 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
                 om.desired, dn.desired, om.ready, dn.ready
             ),
         )
+    } else if waiting {
+        cond(
+            PROGRESSING,
+            true,
+            "WaitingForReady",
+            format!(
+                "waiting for replicas to become ready ({}/{} OM, {}/{} datanodes)",
+                om.ready, om.desired, dn.ready, dn.desired
+            ),
+        )
     } else {
         cond(
             PROGRESSING,
@@ -183,9 +210,50 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         )
     };
 
+    // Progress is any change in readiness or rollout; none for longer than
+    // the deadline turns Progressing into Degraded.
+    let marker = format!(
+        "om {}/{}, datanodes {}/{} ready {} updated",
+        om.ready, om.desired, dn.ready, dn.desired, dn.updated
+    );
+    let last_progress = c
+        .status
+        .as_ref()
+        .filter(|o| o.progress.as_deref() == Some(marker.as_str()))
+        .and_then(|o| o.last_progress_time.clone())
+        .unwrap_or_else(|| now.clone());
+    let deadline = i64::from(
+        s.progress_deadline_seconds
+            .unwrap_or(crate::crd::DEFAULT_PROGRESS_DEADLINE),
+    );
+    let stalled = progressing.status == "True"
+        && now.0.as_second() - last_progress.0.as_second() > deadline;
+    let progressing = if stalled {
+        cond(
+            PROGRESSING,
+            false,
+            "ProgressDeadlineExceeded",
+            format!(
+                "no progress for {deadline} s ({marker}): {}",
+                progressing.message
+            ),
+        )
+    } else {
+        progressing
+    };
+
     let degraded = if let Some(why) = &obs.invalid {
         cond(DEGRADED, true, "InvalidSpec", why.clone())
-    } else if !stopped && degraded_roles(om, dn) {
+    } else if let Some(why) = &obs.apply_failed {
+        cond(DEGRADED, true, "ApplyFailed", why.clone())
+    } else if stalled {
+        cond(
+            DEGRADED,
+            true,
+            "ProgressDeadlineExceeded",
+            progressing.message.clone(),
+        )
+    } else if !stopped && !waiting && degraded_roles(om, dn) {
         cond(
             DEGRADED,
             true,
@@ -242,6 +310,8 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         om: role_status(om),
         datanodes: role_status(dn),
         datanode_pods,
+        progress: Some(marker),
+        last_progress_time: Some(last_progress),
     }
 }
 

@@ -146,7 +146,7 @@ impl ApiServer {
         );
     }
 
-    /// ConfigMap, Services, StatefulSets, PDBs, in that order; returns the
+    /// ConfigMap, Services, StatefulSets, the datanode PDB, in that order; returns the
     /// applied OM and datanode StatefulSets.
     async fn applies(&mut self) -> (StatefulSet, StatefulSet) {
         let cm = self.apply("/api/v1", "configmaps/oz-config").await;
@@ -157,8 +157,6 @@ impl ApiServer {
         let om = self.apply("/apis/apps/v1", "statefulsets/oz-om").await;
         let dn = self
             .apply("/apis/apps/v1", "statefulsets/oz-datanode")
-            .await;
-        self.apply("/apis/policy/v1", "poddisruptionbudgets/oz-om")
             .await;
         self.apply("/apis/policy/v1", "poddisruptionbudgets/oz-datanode")
             .await;
@@ -177,6 +175,12 @@ impl ApiServer {
                 Reply::Json(serde_json::to_value(c).unwrap()),
             )
             .await;
+        assert!(
+            s.query.contains("fieldManager=ozone-operator") && s.query.contains("force=true"),
+            "status is not applied by the one field manager: {}",
+            s.query
+        );
+        assert_eq!(s.body["kind"], "OzoneCluster");
         s.body["status"].clone()
     }
 
@@ -702,7 +706,7 @@ async fn deletion_leaves_everything_to_the_garbage_collector() {
 }
 
 #[tokio::test]
-async fn an_invalid_spec_gets_a_condition_an_event_and_backoff() {
+async fn an_invalid_spec_gets_a_condition_an_event_and_waits_for_a_change() {
     let mut c = cluster();
     c.spec.replication = Replication::THREE;
     c.spec.datanodes.replicas = 2;
@@ -717,8 +721,8 @@ async fn an_invalid_spec_gets_a_condition_an_event_and_backoff() {
         s
     })
     .await;
-    let e = r.unwrap_err();
-    assert!(matches!(e, Error::InvalidSpec(_)), "{e}");
+    // No retry loop: the next edit of the resource wakes the controller.
+    assert_eq!(r.unwrap(), kube::runtime::controller::Action::await_change());
     let st = rx.await.unwrap();
     let d = condition(&st, "Degraded");
     assert_eq!(
@@ -732,7 +736,17 @@ async fn an_invalid_spec_gets_a_condition_an_event_and_backoff() {
             .contains("at least 3 datanodes"),
         "{d}"
     );
-    // Backoff grows per failure and is capped; never a crash loop.
+    assert_eq!(
+        ctx.metrics
+            .errors
+            .get_or_create(&ozone_operator::metrics::ErrorLabels {
+                kind: "invalid_spec".into()
+            })
+            .get(),
+        1
+    );
+    // Failures that may pass (API refusals) back off per resource, capped.
+    let e = Error::Apply("StatefulSet oz-datanode: refused".into());
     let c = Arc::new(c);
     let a1 = error_policy(c.clone(), &e, ctx.clone());
     let a2 = error_policy(c.clone(), &e, ctx.clone());
@@ -745,14 +759,55 @@ async fn an_invalid_spec_gets_a_condition_an_event_and_backoff() {
         kube::runtime::controller::Action::requeue(Duration::from_secs(10))
     );
     assert_eq!(backoff(30), Duration::from_secs(300));
-    assert_eq!(
-        ctx.metrics
-            .errors
-            .get_or_create(&ozone_operator::metrics::ErrorLabels {
-                kind: "invalid_spec".into()
-            })
-            .get(),
-        2
-    );
     assert_eq!(ctx.metrics.reconciles.get(), 1);
+}
+
+#[test]
+fn a_pending_pod_on_the_old_template_is_updated_while_healthy_pods_wait() {
+    use ozone_operator::controller::hold_roll_if_unready;
+    let mut c = cluster();
+    c.spec.datanodes.replicas = 4;
+    c.metadata.namespace = Some(NS.into());
+    let mut objs = ozone_operator::builders::build(&c).unwrap();
+    let mut cur = objs.datanodes.clone();
+    ozone_operator::controller::stamp_template_hash(&mut cur);
+    cur.status = Some(StatefulSetStatus {
+        replicas: 4,
+        ready_replicas: Some(3),
+        current_revision: Some("r1".into()),
+        update_revision: Some("r1".into()),
+        ..Default::default()
+    });
+    let with_rev = |mut p: Pod| {
+        p.metadata.labels = Some([("controller-revision-hash".to_string(), "r1".to_string())].into());
+        p
+    };
+    let pods: Vec<Pod> = vec![
+        with_rev(dn_pod(0, true)),
+        with_rev(dn_pod(1, true)),
+        with_rev(dn_pod(2, true)),
+        with_rev(dn_pod(3, false)),
+    ];
+    // The new template (a toleration) reaches the Pending top pod only.
+    c.spec.datanodes.tolerations = vec![Default::default()];
+    let mut desired = ozone_operator::builders::build(&c).unwrap().datanodes;
+    ozone_operator::controller::stamp_template_hash(&mut desired);
+    assert!(!hold_roll_if_unready(&mut desired, Some(&cur), &pods));
+    assert_eq!(partition(&desired), Some(3));
+    // An unready pod below a healthy old one: everything held.
+    let mut pods2 = pods.clone();
+    pods2[1] = with_rev(dn_pod(1, false));
+    pods2[3] = with_rev(dn_pod(3, true));
+    let mut desired2 = ozone_operator::builders::build(&c).unwrap().datanodes;
+    ozone_operator::controller::stamp_template_hash(&mut desired2);
+    assert!(hold_roll_if_unready(&mut desired2, Some(&cur), &pods2));
+    assert_eq!(partition(&desired2), Some(4));
+    // All ready: no partition.
+    let ready: Vec<Pod> = (0..4).map(|i| with_rev(dn_pod(i, true))).collect();
+    objs.datanodes = ozone_operator::builders::build(&c).unwrap().datanodes;
+    ozone_operator::controller::stamp_template_hash(&mut objs.datanodes);
+    let mut cur_ready = cur.clone();
+    cur_ready.status.as_mut().unwrap().ready_replicas = Some(4);
+    assert!(!hold_roll_if_unready(&mut objs.datanodes, Some(&cur_ready), &ready));
+    assert_eq!(partition(&objs.datanodes), None);
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Starts a real Kubernetes control plane on loopback: etcd, kube-apiserver
+# (RBAC and Node authorizers, service-account token signing, the default
+# admission plugins), kube-controller-manager (the controllers a StatefulSet
+# workload needs), kube-scheduler and a fake kubelet for 4 nodes. Writes an
+# admin kubeconfig to $CP_DIR/admin.kubeconfig.
+#
+#   up.sh               runs until interrupted
+#   up.sh CMD [ARG...]  runs CMD with KUBECONFIG set, then tears down and
+#                       exits with CMD's status
+#
+# CP_DIR (default target/control-plane/run) holds certificates, etcd data and
+# logs (*.log); it is wiped at start.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=$("$here/build.sh")
+dir=${CP_DIR:-$root/target/control-plane/run}
+rm -rf "$dir"; mkdir -p "$dir/pki"
+pids=()
+teardown() {
+  local rc=$?
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  exit $rc
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
+
+# Certificates: one CA for serving and client certs, a key pair for
+# service-account tokens.
+pki=$dir/pki
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=e2e-ca" \
+  -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+cert() { # name subject [san]
+  openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$pki/$1.key" -out "$pki/$1.csr" 2>/dev/null
+  local ext=$pki/$1.ext
+  echo "basicConstraints=CA:FALSE" > "$ext"
+  [ -n "${3:-}" ] && echo "subjectAltName=$3" >> "$ext"
+  openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 2 -extfile "$ext" -out "$pki/$1.crt" 2>/dev/null
+}
+cert apiserver "/CN=kube-apiserver" \
+  "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+cert admin "/O=system:masters/CN=e2e-admin"
+openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+
+kubeconfig=$dir/admin.kubeconfig
+cat > "$kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$pki/ca.crt"}
+users:
+- name: admin
+  user: {client-certificate: "$pki/admin.crt", client-key: "$pki/admin.key"}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+KC
+
+start() { # name args...
+  local name=$1; shift
+  "$bin/$name" "$@" > "$dir/$name.log" 2>&1 &
+  pids+=($!)
+}
+
+start etcd --name e2e --data-dir "$dir/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "e2e=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --quota-backend-bytes 2147483648
+
+start kube-apiserver --etcd-servers "http://127.0.0.1:$etcd_port" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --api-audiences https://kubernetes.default.svc.cluster.local \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
+  --cert-dir "$dir/apiserver-certs" --profiling=false --endpoint-reconciler-type none
+
+ready=""
+for _ in $(seq 1 120); do
+  if curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+      "https://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  sleep 0.5
+done
+if [ -z "$ready" ]; then
+  echo "kube-apiserver did not become ready; last log lines:" >&2
+  tail -30 "$dir/kube-apiserver.log" >&2; tail -10 "$dir/etcd.log" >&2
+  exit 1
+fi
+
+start kube-controller-manager --kubeconfig "$kubeconfig" \
+  --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+  --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --use-service-account-credentials=false \
+  --controllers "${CP_CONTROLLERS:-serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,disruption-controller,endpointslice-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,ttl-after-finished-controller,job-controller}" \
+  --concurrent-statefulset-syncs 5 --concurrent-gc-syncs 10
+
+start kube-scheduler --kubeconfig "$kubeconfig" \
+  --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+  --leader-elect=false --bind-address 127.0.0.1 --secure-port 0
+
+start fake-kubelet --kubeconfig "$kubeconfig" --nodes "${CP_NODES:-node-1,node-2,node-3,node-4}" \
+  --ready-after "${CP_READY_AFTER:-2s}" \
+  --labels "${CP_NODE_LABELS:-node-role.example.com/storage=true}"
+
+export KUBECONFIG=$kubeconfig
+# The fake kubelet honours the e2e.ozone-rs.io/ready=false pod annotation.
+export E2E_READY_FLAG=1
+echo "control plane up: KUBECONFIG=$kubeconfig (logs in $dir)" >&2
+if [ $# -gt 0 ]; then
+  "$@"
+else
+  while true; do sleep 3600; done
+fi
