@@ -38,7 +38,9 @@ pub enum PrepareError {
 
 /// Parses `UID:GID`.
 pub fn parse_owner(s: &str) -> Result<(u32, u32), PrepareError> {
-    let (u, g) = s.split_once(':').ok_or_else(|| PrepareError::Owner(s.into()))?;
+    let (u, g) = s
+        .split_once(':')
+        .ok_or_else(|| PrepareError::Owner(s.into()))?;
     match (u.parse(), g.parse()) {
         (Ok(u), Ok(g)) => Ok((u, g)),
         _ => Err(PrepareError::Owner(s.into())),
@@ -50,9 +52,12 @@ pub fn parse_owner(s: &str) -> Result<(u32, u32), PrepareError> {
 pub fn prepare_dir(dir: &Path, uid: u32, gid: u32, mode: u32) -> Result<(), PrepareError> {
     let shown = dir.display().to_string();
     if !dir.is_absolute()
-        || dir
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir))
+        || dir.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        })
     {
         return Err(PrepareError::Path(shown));
     }
@@ -71,10 +76,12 @@ pub fn prepare_dir(dir: &Path, uid: u32, gid: u32, mode: u32) -> Result<(), Prep
             .map_err(|e| io("creating", e))?,
         Err(e) => return Err(io("inspecting", e)),
     }
-    chown(dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).map_err(|e| PrepareError::Io {
-        what: "chown",
-        path: shown.clone(),
-        error: e.to_string(),
+    chown(dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).map_err(|e| {
+        PrepareError::Io {
+            what: "chown",
+            path: shown.clone(),
+            error: e.to_string(),
+        }
     })?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
         .map_err(|e| io("chmod", e))?;
@@ -119,10 +126,16 @@ mod tests {
         assert_eq!(std::fs::metadata(&d).unwrap().mode() & 0o777, 0o755);
         let f = t.path().join("file");
         std::fs::write(&f, b"x").unwrap();
-        assert!(matches!(prepare_dir(&f, me, gid, 0o755), Err(PrepareError::NotDirectory(_))));
+        assert!(matches!(
+            prepare_dir(&f, me, gid, 0o755),
+            Err(PrepareError::NotDirectory(_))
+        ));
         let l = t.path().join("link");
         std::os::unix::fs::symlink(&d, &l).unwrap();
-        assert!(matches!(prepare_dir(&l, me, gid, 0o755), Err(PrepareError::NotDirectory(_))));
+        assert!(matches!(
+            prepare_dir(&l, me, gid, 0o755),
+            Err(PrepareError::NotDirectory(_))
+        ));
         assert!(matches!(
             prepare_dir(Path::new("relative"), me, gid, 0o755),
             Err(PrepareError::Path(_))

@@ -7,12 +7,11 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
-    HTTPGetAction, HostPathVolumeSource, LocalObjectReference, ObjectFieldSelector,
+    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar,
+    EnvVarSource, HTTPGetAction, HostPathVolumeSource, LocalObjectReference, ObjectFieldSelector,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity,
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret, SecurityContext,
-    Service, Capabilities,
-    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -125,13 +124,17 @@ pub fn validate(c: &OzoneCluster) -> Result<(), BuildError> {
         ));
     }
     if s.short_circuit.enabled {
-        check_host_path("spec.shortCircuit.socketHostPath", &s.short_circuit.socket_host_path)?;
+        check_host_path(
+            "spec.shortCircuit.socketHostPath",
+            &s.short_circuit.socket_host_path,
+        )?;
     }
     if let Some(p) = &s.datanodes.data_host_path {
         check_host_path("spec.datanodes.dataHostPath", p)?;
         if s.short_circuit.enabled && p == &s.short_circuit.socket_host_path {
             return Err(BuildError::Invalid(
-                "spec.datanodes.dataHostPath and spec.shortCircuit.socketHostPath must differ".into(),
+                "spec.datanodes.dataHostPath and spec.shortCircuit.socketHostPath must differ"
+                    .into(),
             ));
         }
     }
@@ -177,13 +180,25 @@ pub fn check_host_path(field: &str, p: &str) -> Result<(), BuildError> {
     {
         return bad("may hold only letters, digits, '.', '_', '-' and '/'");
     }
-    if p.len() > 1 && p.ends_with('/') || p.contains("//") || p.split('/').any(|c| c == ".." || c == ".")
+    if p.len() > 1 && p.ends_with('/')
+        || p.contains("//")
+        || p.split('/').any(|c| c == ".." || c == ".")
     {
         return bad("must be a normalized path (no '..', '.', '//' or trailing '/')");
     }
     const UNDER: &[&str] = &[
-        "/etc/", "/proc/", "/sys/", "/dev/", "/boot/", "/usr/", "/bin/", "/sbin/", "/lib/",
-        "/var/lib/kubelet/", "/data/", "/run/",
+        "/etc/",
+        "/proc/",
+        "/sys/",
+        "/dev/",
+        "/boot/",
+        "/usr/",
+        "/bin/",
+        "/sbin/",
+        "/lib/",
+        "/var/lib/kubelet/",
+        "/data/",
+        "/run/",
     ];
     if crate::crd::SYSTEM_PATHS.contains(&p) || UNDER.iter().any(|u| p.starts_with(u)) {
         return bad("is a system directory (or /data, which the container uses)");

@@ -263,10 +263,12 @@ async fn apply_all(
     };
     let mut prerequisites = true;
     if c.spec.security.block_tokens {
-        let r = ensure_token_secret(c, client, ns).await.map_err(|e| match e {
-            Error::Api(e) => api_message(&e),
-            other => other.to_string(),
-        });
+        let r = ensure_token_secret(c, client, ns)
+            .await
+            .map_err(|e| match e {
+                Error::Api(e) => api_message(&e),
+                other => other.to_string(),
+            });
         prerequisites &= record(
             format!("Secret {}", builders::token_secret_name(&c.name_any())),
             r,
@@ -282,7 +284,10 @@ async fn apply_all(
     let held = hold_roll_if_unready(&mut objs.datanodes, current_dn, pods);
     if prerequisites {
         for sts in [&objs.om, &objs.datanodes] {
-            record(named("StatefulSet", sts), applied(apply(client, ns, sts).await));
+            record(
+                named("StatefulSet", sts),
+                applied(apply(client, ns, sts).await),
+            );
         }
         // The StatefulSet controller (OrderedReady) never replaces a pod that
         // is not ready: one stuck on an old template (Pending for want of a
@@ -379,13 +384,17 @@ pub fn hold_roll_if_unready(
     // A roll is under way while revisions differ, while the StatefulSet
     // controller has not yet observed the last applied template (its
     // revisions are stale then), or while any pod runs another revision.
-    let stale = st.is_none_or(|s| {
-        s.observed_generation.unwrap_or(0) < cur.metadata.generation.unwrap_or(0)
-    });
+    let stale = st
+        .is_none_or(|s| s.observed_generation.unwrap_or(0) < cur.metadata.generation.unwrap_or(0));
     let mid_roll = stale
-        || st.is_some_and(|s| s.update_revision.is_some() && s.current_revision != s.update_revision)
+        || st.is_some_and(|s| {
+            s.update_revision.is_some() && s.current_revision != s.update_revision
+        })
         || pods.iter().any(|p| {
-            update_revision.is_some() && p.labels().get(REVISION_LABEL) != update_revision.as_ref()
+            update_revision.is_some()
+                && p.labels()
+                    .get(REVISION_LABEL)
+                    .is_some_and(|r| Some(r) != update_revision.as_ref())
         });
     let replicas = cur
         .spec
@@ -410,7 +419,8 @@ pub fn hold_roll_if_unready(
             continue;
         }
         let revision = p.labels().get(REVISION_LABEL);
-        let updated = !template_changed && revision.is_some() && revision == update_revision.as_ref();
+        let updated =
+            !template_changed && revision.is_some() && revision == update_revision.as_ref();
         by_ordinal[i] = Some((status::pod_ready(p), updated));
     }
     let any_unready = by_ordinal.iter().any(|p| !matches!(p, Some((true, _))))
@@ -426,7 +436,9 @@ pub fn hold_roll_if_unready(
             _ => break,
         }
     }
-    let unready_below = by_ordinal[..q].iter().any(|p| !matches!(p, Some((true, _))));
+    let unready_below = by_ordinal[..q]
+        .iter()
+        .any(|p| !matches!(p, Some((true, _))));
     // A missing pod is being (re)created: count it as down on the new template.
     let unready_new = by_ordinal
         .iter()
@@ -452,7 +464,11 @@ pub fn hold_roll_if_unready(
 /// revision than the current template's, at or above the partition. Only
 /// once the StatefulSet has observed the template being applied (so its
 /// update revision is that template's).
-pub fn stuck_pods(desired: &StatefulSet, current: &StatefulSet, pods: &[Pod]) -> Vec<(String, String)> {
+pub fn stuck_pods(
+    desired: &StatefulSet,
+    current: &StatefulSet,
+    pods: &[Pod],
+) -> Vec<(String, String)> {
     let hash = |s: &StatefulSet| {
         s.metadata
             .annotations
@@ -480,7 +496,7 @@ pub fn stuck_pods(desired: &StatefulSet, current: &StatefulSet, pods: &[Pod]) ->
     let prefix = format!("{}-", current.metadata.name.as_deref().unwrap_or_default());
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() && !status::pod_ready(p))
-        .filter(|p| p.labels().get(REVISION_LABEL) != Some(update))
+        .filter(|p| p.labels().get(REVISION_LABEL).is_some_and(|r| r != update))
         .filter_map(|p| {
             let name = p.metadata.name.clone()?;
             let ordinal: i32 = name.strip_prefix(&prefix)?.parse().ok()?;
@@ -560,7 +576,11 @@ pub async fn apply_crd(client: &Client) -> Result<(), kube::Error> {
     let crd = crate::crd();
     let name = crd.metadata.name.clone().unwrap_or_default();
     Api::<CustomResourceDefinition>::all(client.clone())
-        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd))
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
         .await
         .map(drop)
 }

@@ -16,7 +16,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 pub const MAX_NAME_LEN: usize = 43;
 
 /// The root CEL rule on `metadata.name` (mirrored by `builders::validate`).
-const NAME_RULE: &str = "self.metadata.name.size() <= 43 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')";
+const NAME_RULE: &str =
+    "self.metadata.name.size() <= 43 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')";
 const NAME_MESSAGE: &str = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 43 characters: Service, pod and label names are derived from it";
 
 /// The CustomResourceDefinition, with what the derive cannot express: the
@@ -27,7 +28,11 @@ pub fn crd() -> CustomResourceDefinition {
     use kube::CustomResourceExt;
     let mut crd = crd::OzoneCluster::crd();
     for v in &mut crd.spec.versions {
-        let Some(schema) = v.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+        let Some(schema) = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
             continue;
         };
         let mut json = serde_json::to_value(&*schema).expect("schema serializes");

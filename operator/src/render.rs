@@ -25,7 +25,8 @@ pub enum AdmissionError {
 
 /// Parses and admits one resource (YAML or JSON); returns it typed.
 pub fn admit(text: &str) -> Result<OzoneCluster, AdmissionError> {
-    let raw: Value = serde_yaml::from_str(text).map_err(|e| AdmissionError::Parse(e.to_string()))?;
+    let raw: Value =
+        serde_yaml::from_str(text).map_err(|e| AdmissionError::Parse(e.to_string()))?;
     let crd = crate::crd();
     let schema = crd.spec.versions[0]
         .schema

@@ -144,7 +144,8 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
     let settling = c.status.as_ref().is_none_or(|o| {
         o.observed_generation != generation
             || o.conditions.iter().any(|k| {
-                k.type_ == PROGRESSING && (k.status == "True" || k.reason == "ProgressDeadlineExceeded")
+                k.type_ == PROGRESSING
+                    && (k.status == "True" || k.reason == "ProgressDeadlineExceeded")
             })
     });
     let waiting = settling && !stopped && (om.ready < om.desired || dn.ready < dn.desired);
@@ -226,8 +227,8 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         s.progress_deadline_seconds
             .unwrap_or(crate::crd::DEFAULT_PROGRESS_DEADLINE),
     );
-    let stalled = progressing.status == "True"
-        && now.0.as_second() - last_progress.0.as_second() > deadline;
+    let stalled =
+        progressing.status == "True" && now.0.as_second() - last_progress.0.as_second() > deadline;
     let progressing = if stalled {
         cond(
             PROGRESSING,

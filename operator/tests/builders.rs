@@ -59,13 +59,28 @@ fn defaults_from_the_minimal_example() {
         (hp.path.as_str(), hp.type_.as_deref()),
         ("/var/lib/ozone/sockets", Some("DirectoryOrCreate"))
     );
+    // Paths travel as arguments to the image's own binary: no shell.
     let init = &pod.init_containers.as_ref().unwrap()[0];
-    let cmd = init.command.as_ref().unwrap().join(" ");
-    assert!(
-        cmd.contains("chown 1000:1000 /var/lib/ozone/sockets") && cmd.contains("chmod 0755"),
-        "{cmd}"
+    let cmd = init.command.as_ref().unwrap();
+    assert_eq!(
+        cmd,
+        &[
+            "ozone",
+            "prepare-dirs",
+            "--owner",
+            "1000:1000",
+            "--socket-dir",
+            "/var/lib/ozone/sockets"
+        ]
     );
-    assert!(!cmd.contains("777"));
+    let caps = init
+        .security_context
+        .as_ref()
+        .unwrap()
+        .capabilities
+        .as_ref()
+        .unwrap();
+    assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_string()][..]));
     let main = &pod.containers[0];
     let env: Vec<_> = main
         .env
@@ -118,7 +133,7 @@ fn defaults_from_the_minimal_example() {
     );
     // Owner references on everything.
     let yaml = o.to_yaml().unwrap();
-    assert_eq!(yaml.matches("ownerReferences:").count(), 8, "{yaml}");
+    assert_eq!(yaml.matches("ownerReferences:").count(), 7, "{yaml}");
     // The config.
     let conf = &o.config.data.as_ref().unwrap()["ozone.conf"];
     assert!(
@@ -255,9 +270,58 @@ fn invalid_specs_say_what_to_fix() {
     );
     c.spec.replication = Replication::ONE;
     let o = build(&c).unwrap();
+    // Replication ONE must not block node drains forever.
+    let pdb = o.datanode_pdb.spec.as_ref().unwrap();
     assert_eq!(
-        o.datanode_pdb.spec.as_ref().unwrap().max_unavailable,
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0))
+        pdb.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    assert_eq!(
+        pdb.unhealthy_pod_eviction_policy.as_deref(),
+        Some("AlwaysAllow")
+    );
+    // Names that would make invalid child names, unsafe host paths.
+    for bad in [
+        "ozone.prod",
+        "1ozone",
+        "a-name-that-is-much-too-long-for-its-children-x",
+        "Oz",
+    ] {
+        let mut b = c.clone();
+        b.metadata.name = Some(bad.into());
+        let e = build(&b).unwrap_err().to_string();
+        assert!(e.contains("DNS-1035"), "{bad}: {e}");
+    }
+    for bad in [
+        "/",
+        "/etc",
+        "/etc/x",
+        "/data",
+        "/var/lib/kubelet/x",
+        "/a/../etc",
+        "/a;rm",
+        "/a/",
+        "rel",
+    ] {
+        let mut b = c.clone();
+        b.spec.short_circuit.socket_host_path = bad.into();
+        assert!(build(&b).is_err(), "socketHostPath {bad} accepted");
+        let mut b = c.clone();
+        b.spec.datanodes.data_host_path = Some(bad.into());
+        assert!(build(&b).is_err(), "dataHostPath {bad} accepted");
+    }
+    let mut b = c.clone();
+    b.spec.datanodes.data_host_path = Some("/mnt/disks/ozone".into());
+    let dn = build(&b).unwrap().datanodes;
+    let pod = dn.spec.unwrap().template.spec.unwrap();
+    let cmd = pod.init_containers.unwrap()[0]
+        .command
+        .clone()
+        .unwrap()
+        .join(" ");
+    assert!(
+        cmd.ends_with("--data-dir /host-data/storage-ozone"),
+        "{cmd}"
     );
     c.metadata.namespace = None;
     assert!(build(&c).unwrap_err().to_string().contains("namespace"));

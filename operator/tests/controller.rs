@@ -442,6 +442,7 @@ async fn status_follows_the_statefulsets_and_pods() {
     // The same observation again, with that status stored: nothing to patch.
     let mut c2 = c.clone();
     c2.status = Some(serde_json::from_value(st.clone()).unwrap());
+    let settled = c2.clone();
     let om = existing(&om0, 1, 1, false);
     let dn = existing(&dn0, 3, 3, false);
     let (ctx, server) = setup();
@@ -462,13 +463,14 @@ async fn status_follows_the_statefulsets_and_pods() {
         kube::runtime::controller::Action::requeue(Duration::from_secs(300))
     );
 
-    // A datanode drops out: Degraded, still Available? Not with THREE.
+    // A datanode of a settled cluster drops out: Degraded at once, still
+    // Available? Not with THREE.
     let (ctx, server) = setup();
     let om = existing(&om0, 1, 1, false);
     let dn = existing(&dn0, 2, 3, false);
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let cc = c.clone();
-    run(c, ctx, server, |mut s| async move {
+    let cc = settled.clone();
+    run(settled, ctx, server, |mut s| async move {
         s.reads(
             Reply::Json(serde_json::to_value(&om).unwrap()),
             Reply::Json(serde_json::to_value(&dn).unwrap()),
@@ -722,7 +724,10 @@ async fn an_invalid_spec_gets_a_condition_an_event_and_waits_for_a_change() {
     })
     .await;
     // No retry loop: the next edit of the resource wakes the controller.
-    assert_eq!(r.unwrap(), kube::runtime::controller::Action::await_change());
+    assert_eq!(
+        r.unwrap(),
+        kube::runtime::controller::Action::await_change()
+    );
     let st = rx.await.unwrap();
     let d = condition(&st, "Degraded");
     assert_eq!(
@@ -779,7 +784,8 @@ fn a_pending_pod_on_the_old_template_is_updated_while_healthy_pods_wait() {
         ..Default::default()
     });
     let with_rev = |mut p: Pod| {
-        p.metadata.labels = Some([("controller-revision-hash".to_string(), "r1".to_string())].into());
+        p.metadata.labels =
+            Some([("controller-revision-hash".to_string(), "r1".to_string())].into());
         p
     };
     let pods: Vec<Pod> = vec![
@@ -794,6 +800,24 @@ fn a_pending_pod_on_the_old_template_is_updated_while_healthy_pods_wait() {
     ozone_operator::controller::stamp_template_hash(&mut desired);
     assert!(!hold_roll_if_unready(&mut desired, Some(&cur), &pods));
     assert_eq!(partition(&desired), Some(3));
+    // Once the StatefulSet runs that template (revision r2), the Pending pod
+    // still on r1 is deleted by the operator (the StatefulSet controller
+    // never replaces an unready pod); the healthy ones are not.
+    let mut applied = desired.clone();
+    applied.status = Some(StatefulSetStatus {
+        replicas: 4,
+        ready_replicas: Some(3),
+        current_revision: Some("r1".into()),
+        update_revision: Some("r2".into()),
+        ..Default::default()
+    });
+    let stuck = ozone_operator::controller::stuck_pods(&desired, &applied, &pods);
+    assert_eq!(
+        stuck.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["oz-datanode-3"]
+    );
+    // Not before the StatefulSet has the template (revisions would be stale).
+    assert!(ozone_operator::controller::stuck_pods(&desired, &cur, &pods).is_empty());
     // An unready pod below a healthy old one: everything held.
     let mut pods2 = pods.clone();
     pods2[1] = with_rev(dn_pod(1, false));
@@ -808,6 +832,10 @@ fn a_pending_pod_on_the_old_template_is_updated_while_healthy_pods_wait() {
     ozone_operator::controller::stamp_template_hash(&mut objs.datanodes);
     let mut cur_ready = cur.clone();
     cur_ready.status.as_mut().unwrap().ready_replicas = Some(4);
-    assert!(!hold_roll_if_unready(&mut objs.datanodes, Some(&cur_ready), &ready));
+    assert!(!hold_roll_if_unready(
+        &mut objs.datanodes,
+        Some(&cur_ready),
+        &ready
+    ));
     assert_eq!(partition(&objs.datanodes), None);
 }
