@@ -185,7 +185,9 @@ ok
 
 # --- 3. the examples --------------------------------------------------------
 step "kubectl apply examples/minimal.yaml: Available with observedGeneration"
-kubectl create namespace "$ns" >/dev/null
+kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+# hostPath pods need a namespace whose Pod Security level admits them.
+kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=privileged --overwrite >/dev/null
 kubectl apply -f examples/minimal.yaml >/dev/null
 wait_until 180 "ozone to settle" settled ozone
 gen=$(jp oz ozone -n "$ns" -o jsonpath='{.metadata.generation}')
