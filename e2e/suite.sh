@@ -315,11 +315,11 @@ Y
 # 43 characters is the longest name whose children are valid.
 long=a-name-of-exactly-forty-three-characters-xy
 [ ${#long} = 43 ] || die "test name is ${#long} characters"
-kubectl apply --dry-run=server -f - >/dev/null <<Y || die "a 43-character name was refused"
+kubectl apply --dry-run=server -f - >/dev/null <<Y || die "a 43-character name or valid quantities (500e6, 1Ei, cpu: 2) were refused"
 apiVersion: ozone-rs.io/v1alpha1
 kind: OzoneCluster
 metadata: {name: $long, namespace: storage}
-spec: {}
+spec: {om: {storage: {size: 500e6}}, datanodes: {storage: {size: 1Ei}, resources: {requests: {cpu: 2, memory: 8Gi}}}}
 Y
 ok
 
