@@ -323,7 +323,11 @@ async fn open_close_cycles_and_garbage_leak_nothing() {
         drop(f);
         conn.release(slot).await;
     }
-    assert_eq!(fd_count(me), mine);
+    // This process may run other tests beside this one (`cargo test` runs
+    // them as threads), whose fds come and go: a leak per cycle would show as
+    // about 100,000 more, so a small margin keeps the check meaningful.
+    let now = fd_count(me);
+    assert!(now <= mine + 64, "fds {mine} -> {now} after 100,000 cycles");
     assert_eq!(fd_count(dn_pid), theirs);
 
     // Garbage, truncated frames and vanishing clients.
