@@ -319,7 +319,7 @@ kubectl apply --dry-run=server -f - >/dev/null <<Y || die "a 43-character name o
 apiVersion: ozone-rs.io/v1alpha1
 kind: OzoneCluster
 metadata: {name: $long, namespace: storage}
-spec: {om: {storage: {size: 500e6}}, datanodes: {storage: {size: 1Ei}, resources: {requests: {cpu: 2, memory: 8Gi}}}}
+spec: {om: {storage: {size: "500e6"}}, datanodes: {storage: {size: 1Ei}, resources: {requests: {cpu: 2, memory: 8Gi}}}}
 Y
 ok
 
