@@ -412,8 +412,9 @@ step "stopped: every pod goes, claims stay; started again"
 patch_oz ozone '{"spec":{"clusterOperation":{"stopped":true}}}'
 wait_until 120 "no pods" bash -c "[ -z \"\$(kubectl get pods -n $ns -l app.kubernetes.io/instance=ozone -o name)\" ]"
 wait_until 30 "Available/Stopped" cond_is ozone Available False/Stopped
-[ "$(kubectl get pvc -n "$ns" -l app.kubernetes.io/instance=ozone -o name | wc -l)" -ge 4 ] \
-  || jp pvc data-ozone-datanode-0 -n "$ns" -o name | grep -q . || die "claims went with the pods"
+for claim in data-ozone-om-0 data-ozone-datanode-0 data-ozone-datanode-1 data-ozone-datanode-2; do
+  jp pvc "$claim" -n "$ns" -o name | grep -q . || die "claim $claim went with the pods"
+done
 patch_oz ozone '{"spec":{"clusterOperation":{"stopped":false}}}'
 wait_until 180 "settled after starting" settled ozone
 ok

@@ -371,21 +371,13 @@ pub fn hold_roll_if_unready(
     let Some(cur) = current else {
         return false;
     };
-    let hash = |s: &StatefulSet| {
-        s.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(TEMPLATE_HASH))
-            .cloned()
-    };
-    let template_changed = hash(desired) != hash(cur);
+    let template_changed = template_hash(desired) != template_hash(cur);
     let st = cur.status.as_ref();
     let update_revision = st.and_then(|s| s.update_revision.clone());
     // A roll is under way while revisions differ, while the StatefulSet
     // controller has not yet observed the last applied template (its
     // revisions are stale then), or while any pod runs another revision.
-    let stale = st
-        .is_none_or(|s| s.observed_generation.unwrap_or(0) < cur.metadata.generation.unwrap_or(0));
+    let stale = !observed(cur);
     let mid_roll = stale
         || st.is_some_and(|s| {
             s.update_revision.is_some() && s.current_revision != s.update_revision
@@ -404,15 +396,8 @@ pub fn hold_roll_if_unready(
         .max(st.map(|s| s.replicas).unwrap_or(0));
     // Per ordinal: (ready, on the template being applied).
     let mut by_ordinal: Vec<Option<(bool, bool)>> = vec![None; replicas.max(0) as usize];
-    let prefix = format!("{}-", cur.metadata.name.as_deref().unwrap_or_default());
     for p in pods {
-        let Some(i) = p
-            .metadata
-            .name
-            .as_deref()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|n| n.parse::<usize>().ok())
-        else {
+        let Some(i) = ordinal(cur, p) else {
             continue;
         };
         if i >= by_ordinal.len() {
@@ -459,6 +444,30 @@ pub fn hold_roll_if_unready(
     held
 }
 
+/// The `ozone-rs.io/template-hash` a StatefulSet was applied with.
+fn template_hash(s: &StatefulSet) -> Option<&String> {
+    s.metadata.annotations.as_ref()?.get(TEMPLATE_HASH)
+}
+
+/// Whether the StatefulSet controller has seen the last applied spec (its
+/// revisions in status describe it).
+fn observed(s: &StatefulSet) -> bool {
+    let seen = s.status.as_ref().and_then(|st| st.observed_generation);
+    seen.unwrap_or(0) >= s.metadata.generation.unwrap_or(0) && s.status.is_some()
+}
+
+/// The ordinal of a pod of the StatefulSet (`<set>-<ordinal>`).
+fn ordinal(sts: &StatefulSet, pod: &Pod) -> Option<usize> {
+    let set = sts.metadata.name.as_deref()?;
+    pod.metadata
+        .name
+        .as_deref()?
+        .strip_prefix(set)?
+        .strip_prefix('-')?
+        .parse()
+        .ok()
+}
+
 /// Pods of the datanode StatefulSet that the roll must replace but the
 /// StatefulSet controller will not: not ready, not terminating, on an older
 /// revision than the current template's, at or above the partition. Only
@@ -469,21 +478,13 @@ pub fn stuck_pods(
     current: &StatefulSet,
     pods: &[Pod],
 ) -> Vec<(String, String)> {
-    let hash = |s: &StatefulSet| {
-        s.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(TEMPLATE_HASH))
-            .cloned()
-    };
     let Some(st) = current.status.as_ref() else {
         return Vec::new();
     };
-    let observed = st.observed_generation.unwrap_or(0) >= current.metadata.generation.unwrap_or(0);
     let Some(update) = st.update_revision.as_ref() else {
         return Vec::new();
     };
-    if hash(desired) != hash(current) || !observed {
+    if template_hash(desired) != template_hash(current) || !observed(current) {
         return Vec::new();
     }
     let partition = desired
@@ -493,14 +494,13 @@ pub fn stuck_pods(
         .and_then(|u| u.rolling_update.as_ref())
         .and_then(|r| r.partition)
         .unwrap_or(0);
-    let prefix = format!("{}-", current.metadata.name.as_deref().unwrap_or_default());
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() && !status::pod_ready(p))
         .filter(|p| p.labels().get(REVISION_LABEL).is_some_and(|r| r != update))
+        .filter(|p| ordinal(current, p).is_some_and(|i| i >= partition.max(0) as usize))
         .filter_map(|p| {
-            let name = p.metadata.name.clone()?;
-            let ordinal: i32 = name.strip_prefix(&prefix)?.parse().ok()?;
-            (ordinal >= partition).then(|| (name, p.metadata.uid.clone().unwrap_or_default()))
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            Some((p.metadata.name.clone()?, uid))
         })
         .collect()
 }

@@ -34,11 +34,10 @@ pub fn admit(text: &str) -> Result<OzoneCluster, AdmissionError> {
         .and_then(|s| s.open_api_v3_schema.as_ref())
         .map(|s| serde_json::to_value(s).expect("schema serializes"))
         .ok_or_else(|| AdmissionError::Parse("the CRD has no schema".into()))?;
-    for key in ["apiVersion", "kind"] {
-        let want = match key {
-            "apiVersion" => "ozone-rs.io/v1alpha1",
-            _ => "OzoneCluster",
-        };
+    for (key, want) in [
+        ("apiVersion", "ozone-rs.io/v1alpha1"),
+        ("kind", "OzoneCluster"),
+    ] {
         if raw.get(key).and_then(|v| v.as_str()) != Some(want) {
             return Err(AdmissionError::Parse(format!("{key} must be {want}")));
         }
