@@ -143,6 +143,8 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
     // at once.
     let settling = c.status.as_ref().is_none_or(|o| {
         o.observed_generation != generation
+            || o.om.desired != om.desired
+            || o.datanodes.desired != dn.desired
             || o.conditions.iter().any(|k| {
                 k.type_ == PROGRESSING
                     && (k.status == "True" || k.reason == "ProgressDeadlineExceeded")
