@@ -13,6 +13,7 @@ use ozone_client::{Client, ClientConfig};
 use ozone_common::config::Conf;
 use ozone_common::names::OzonePath;
 use ozone_proto::{KeyInfo, NodeState};
+use tokio::io::AsyncWriteExt;
 
 #[derive(Parser)]
 #[command(
@@ -128,6 +129,13 @@ enum KeyCmd {
     Get {
         path: String,
         file: PathBuf,
+        /// Skip checksum verification for this read.
+        #[arg(long)]
+        no_verify: bool,
+    },
+    /// Writes /VOLUME/BUCKET/KEY to standard output.
+    Cat {
+        path: String,
         /// Skip checksum verification for this read.
         #[arg(long)]
         no_verify: bool,
@@ -320,6 +328,16 @@ async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()>
             );
             r.close().await?;
         }
+        KeyCmd::Cat { path, no_verify } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            let r = sc
+                .open_key_with(&v, &b, &k, no_verify.then_some(false))
+                .await?;
+            let mut out = tokio::io::stdout();
+            r.copy_to(&mut out).await?;
+            out.flush().await?;
+            r.close().await?;
+        }
         KeyCmd::Ls { path, prefix } => {
             let (v, b) = OzonePath::bucket_path(path)?;
             for k in sc.list_keys(&v, &b, prefix).await? {
@@ -423,6 +441,18 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                     s.short_circuit_bytes
                 );
                 tracing::info!(short_circuit_bytes = s.short_circuit_bytes, fallbacks = ?client.short_circuit_fallbacks(), "read done");
+            }
+            KeyCmd::Cat { path, no_verify } => {
+                let (v, b, k) = OzonePath::key_path(path)?;
+                let client = if *no_verify {
+                    client.with_verify_checksum(false)
+                } else {
+                    client
+                };
+                let r = client.open_key(&v, &b, &k).await?;
+                let mut out = tokio::io::stdout();
+                r.copy_to(&mut out).await?;
+                out.flush().await?;
             }
             KeyCmd::Ls { path, prefix } => {
                 let (v, b) = OzonePath::bucket_path(path)?;
@@ -537,10 +567,33 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
     }
 }
 
+/// The role names the image links to this binary: `ozone-om ARGS` runs as
+/// `ozone om ARGS`, and so on.
+const ROLE_NAMES: [(&str, &str); 3] = [
+    ("ozone-om", "om"),
+    ("ozone-datanode", "datanode"),
+    ("ozone-sidecar", "sidecar"),
+];
+
+/// The arguments with the role subcommand put in when the program was
+/// started under a role name.
+fn role_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.collect();
+    let name = args
+        .first()
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str());
+    if let Some((_, sub)) = ROLE_NAMES.iter().find(|(n, _)| Some(*n) == name) {
+        args.insert(1, sub.into());
+    }
+    args
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     ozone_common::logging::init();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(role_args(std::env::args_os()));
     match &cli.cmd {
         Cmd::Sh { cmd } => sh(&cli, cmd).await,
         Cmd::Admin { cmd } => admin(&cli, cmd).await,
@@ -569,5 +622,28 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(role_args(args.iter().map(std::ffi::OsString::from))).unwrap()
+    }
+
+    #[test]
+    fn role_names_run_their_subcommand() {
+        let c = parse(&["/usr/local/bin/ozone-om", "--metadata-dir", "/m"]);
+        assert!(matches!(c.cmd, Cmd::Om(_)));
+        let c = parse(&["ozone-datanode", "--om", "om:9862", "--data-dir", "/d"]);
+        assert!(matches!(c.cmd, Cmd::Datanode(_)));
+        let c = parse(&["ozone-sidecar", "--om", "om:9862", "--socket", "/s"]);
+        assert!(matches!(c.cmd, Cmd::Sidecar(_)));
+        // Under its own name, the subcommand comes from the arguments.
+        let c = parse(&["ozone", "sh", "volume", "ls"]);
+        assert!(matches!(c.cmd, Cmd::Sh { .. }));
+        assert!(Cli::try_parse_from(role_args(["ozone-omx"].map(Into::into).into_iter())).is_err());
     }
 }

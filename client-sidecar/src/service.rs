@@ -516,6 +516,9 @@ impl Sidecar for SidecarService {
         if lock(&self.state.streams).remove(&h).is_some() {
             self.state.metrics.open_streams.dec();
         }
+        // A closed stream's bytes show in the metrics at once, not at the
+        // next periodic export.
+        self.state.export_stats();
         Ok(Response::new(SidecarCloseResponse {}))
     }
 

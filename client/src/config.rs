@@ -34,12 +34,19 @@ pub struct ClientConfig {
 }
 
 /// Short-circuit settings from `conf`: on when a socket directory is set,
-/// unless `ozone.client.read.short-circuit` is false.
+/// unless `ozone.client.read.short-circuit` is `off` (or `false`).
 pub fn short_circuit(conf: &Conf) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
     let Some(dir) = conf.get(keys::DOMAIN_SOCKET_PATH).filter(|d| !d.is_empty()) else {
         return Ok(None);
     };
-    if !conf.bool(keys::READ_SHORT_CIRCUIT, true)? {
+    // on, auto or off, as the sidecar's policy reads the same key; true
+    // and false are Ozone's spelling of auto and off.
+    let mode = conf.choice(
+        keys::READ_SHORT_CIRCUIT,
+        "AUTO",
+        &["ON", "AUTO", "OFF", "TRUE", "FALSE"],
+    )?;
+    if matches!(mode.as_str(), "OFF" | "FALSE") {
         return Ok(None);
     }
     Ok(Some(crate::shortcircuit::ScConfig {
@@ -119,5 +126,68 @@ impl ClientConfig {
     /// Defaults for the OM at `om_address`.
     pub fn new(om_address: &str) -> Self {
         Self::from_conf(om_address, &Conf::new()).expect("defaults are valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(text: &str) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
+        short_circuit(&Conf::parse(text, "t").unwrap())
+    }
+
+    #[test]
+    fn short_circuit_modes() {
+        let dir = "ozone.domain.socket.path = /var/lib/ozone/sockets\n";
+        for on in ["on", "auto", "AUTO", "true"] {
+            let c = sc(&format!("{dir}ozone.client.read.short-circuit = {on}\n")).unwrap();
+            assert!(c.is_some(), "{on}");
+        }
+        for off in ["off", "false"] {
+            let c = sc(&format!("{dir}ozone.client.read.short-circuit = {off}\n")).unwrap();
+            assert!(c.is_none(), "{off}");
+        }
+        assert!(sc(dir).unwrap().is_some());
+        assert!(
+            sc("ozone.client.read.short-circuit = on\n")
+                .unwrap()
+                .is_none()
+        );
+        let e = sc(&format!(
+            "{dir}ozone.client.read.short-circuit = sometimes\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("ozone.client.read.short-circuit") && e.contains("AUTO"),
+            "{e}"
+        );
+    }
+
+    /// The policy the HBase example ships builds a client configuration.
+    #[test]
+    fn shipped_hbase_policy_builds_a_client() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/workloads/hbase-regionserver.yaml"
+        ))
+        .unwrap();
+        let policy: String = text
+            .lines()
+            .skip_while(|l| !l.contains("policy.conf: |"))
+            .skip(1)
+            .take_while(|l| l.starts_with("    "))
+            .map(|l| format!("{}\n", l.trim()))
+            .collect();
+        assert!(
+            policy.contains("ozone.client.read.short-circuit"),
+            "{policy}"
+        );
+        let mut conf = Conf::parse(&policy, "policy.conf").unwrap();
+        conf.set(keys::DOMAIN_SOCKET_PATH, "/var/lib/ozone/sockets");
+        let c = ClientConfig::from_conf("om:9862", &conf).unwrap();
+        assert!(c.short_circuit.is_some());
+        assert!(!c.verify_checksum);
     }
 }

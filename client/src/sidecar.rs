@@ -160,7 +160,12 @@ impl SidecarClient {
             .connect_with_connector_lazy(tower::service_fn(move |_| {
                 let path = path.clone();
                 async move {
-                    let s = tokio::net::UnixStream::connect(path).await?;
+                    let s = tokio::net::UnixStream::connect(&path).await.map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot reach the sidecar at {}: {e}", path.display()),
+                        )
+                    })?;
                     Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
                 }
             }));

@@ -1,4 +1,5 @@
-//! Log setup: `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
+//! Log setup: `tracing` to stderr, filtered by `RUST_LOG` (default `info`);
+//! colours only when stderr is a terminal (container logs stay plain text).
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init() {
@@ -8,5 +9,6 @@ pub fn init() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

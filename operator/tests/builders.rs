@@ -351,6 +351,46 @@ fn committed_crd_is_current_and_carries_validation() {
     );
 }
 
+/// The image every shipped file names is the one this repo builds
+/// (`e2e/image/build.sh`, the Containerfile): one repository, and one
+/// version, the workspace's, which is also the chart's appVersion.
+#[test]
+fn shipped_files_name_the_image_this_repo_builds() {
+    let version = env!("CARGO_PKG_VERSION");
+    let image = ozone_operator::crd::ImageSpec::default();
+    assert_eq!(image.repository, "ghcr.io/ozone-rs/ozone");
+    assert_eq!(image.tag, version);
+    let read = |rel: &str| {
+        std::fs::read_to_string(format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let chart = read("charts/ozone-operator/Chart.yaml");
+    assert!(
+        chart.contains(&format!("appVersion: \"{version}\"")),
+        "Chart.yaml appVersion must be the workspace version {version}"
+    );
+    let values = read("charts/ozone-operator/values.yaml");
+    assert!(values.contains(&format!("repository: {}", image.repository)));
+    for rel in [
+        "examples/production.yaml",
+        "examples/workloads/hbase-regionserver.yaml",
+    ] {
+        let text = read(rel);
+        for line in text.lines().filter(|l| l.contains("ghcr.io/")) {
+            let named = line.split_whitespace().last().unwrap();
+            assert!(
+                named == image.repository || named == format!("{}:{version}", image.repository),
+                "{rel} names {named}, not {}:{version}",
+                image.repository
+            );
+        }
+        for line in text.lines().filter(|l| l.trim_start().starts_with("tag:")) {
+            assert!(line.contains(version), "{rel}: {line}");
+        }
+    }
+    let containerfile = read("Containerfile");
+    assert!(containerfile.contains(&format!("ARG VERSION={version}")));
+}
+
 #[test]
 fn cel_rules_of_the_crd_are_evaluated() {
     // The CRD's x-kubernetes-validations, evaluated client-side the way the
