@@ -718,6 +718,8 @@ def main():
                 print(f"--- {n}\n{(logs.stdout + logs.stderr).strip()}")
         if not os.environ.get("OZONE_E2E_KEEP"):
             cleanup()
+            if not run.failed:
+                shutil.rmtree(WORK, ignore_errors=True)
     for k, v in getattr(run, "counts", {}).items():
         print(f"{k}: {v}")
     print(f"containers e2e: {time.time() - run.t0:.0f}s")

@@ -40,6 +40,8 @@ fi
 cargo build --profile dist --locked --bin ozone --bin ozone-operator
 podman build -q --pull=never --target local --build-arg "VERSION=$version" \
   -t "$image" -f Containerfile . > /dev/null
+# The image this replaced, now untagged.
+podman image prune -f > /dev/null
 size=$(podman image inspect --format '{{.Size}}' "$image")
 base_size=$(podman image inspect --format '{{.Size}}' "$base")
 echo "built $image: $((size / 1000000)) MB ($((base_size / 1000000)) MB Debian base," \
