@@ -230,10 +230,13 @@ async fn bench(a: Args) -> anyhow::Result<()> {
     // sidecar's relay sockets), or over gRPC only.
     let mk_in = |bpc: u32, dir: Option<&std::path::Path>| -> anyhow::Result<Client> {
         let mut conf = Conf::new();
-        conf.set(ozone_common::config::BYTES_PER_CHECKSUM, bpc.to_string());
+        conf.set(
+            ozone_common::config::BYTES_PER_CHECKSUM.name,
+            bpc.to_string(),
+        );
         if let Some(d) = dir {
             conf.set(
-                ozone_common::config::DOMAIN_SOCKET_PATH,
+                ozone_common::config::DOMAIN_SOCKET_PATH.name,
                 d.display().to_string(),
             );
         }

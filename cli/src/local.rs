@@ -165,7 +165,7 @@ impl LocalCluster {
         let mut conf = ozone_common::config::Conf::new();
         if let Some(n) = node {
             conf.set(
-                ozone_common::config::DOMAIN_SOCKET_PATH,
+                ozone_common::config::DOMAIN_SOCKET_PATH.name,
                 Self::socket_dir_of(&self.spec.dir, n).display().to_string(),
             );
         }
@@ -303,7 +303,7 @@ impl LocalCluster {
         args.push("--set".into());
         args.push(format!(
             "{}={}",
-            ozone_common::config::DOMAIN_SOCKET_PATH,
+            ozone_common::config::DOMAIN_SOCKET_PATH.name,
             sockets.display()
         ));
         std::fs::create_dir_all(&sockets).map_err(io(&sockets))?;
@@ -320,7 +320,7 @@ impl LocalCluster {
             args.push("--set".into());
             args.push(format!(
                 "{}=true",
-                ozone_common::config::DOMAIN_SOCKET_SKIP_CHECK
+                ozone_common::config::DOMAIN_SOCKET_SKIP_CHECK.name
             ));
         }
         let mut child = self.spawn(&name, args)?;

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use ozone_cli::local::{LocalCluster, LocalSpec};
 use ozone_client::{Client, ClientConfig};
-use ozone_common::config::Conf;
+use ozone_common::config::{self as keys, Conf, Source};
 use ozone_common::names::OzonePath;
 use ozone_proto::{KeyInfo, NodeState};
 use tokio::io::AsyncWriteExt;
@@ -59,6 +59,18 @@ enum Cmd {
     Local {
         #[command(subcommand)]
         cmd: LocalCmd,
+    },
+    /// Prints the effective configuration of a role: every key it reads,
+    /// its value and where the value came from (default, file, --set, env,
+    /// flag). Example: `ozone --conf ozone.conf config --role datanode`.
+    #[command(alias = "getconf")]
+    Config {
+        /// om, datanode, client or sidecar.
+        #[arg(long, default_value = "client")]
+        role: String,
+        /// Print the table of every key (Markdown) instead.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Starts a local cluster, writes and reads a few hundred MiB, reports.
     Demo(demo::DemoArgs),
@@ -190,49 +202,85 @@ enum LocalCmd {
 }
 
 impl Cli {
+    /// The client's configuration: the file, then `--set`, then what the
+    /// environment and flags supply for keys still unset.
     fn conf(&self) -> anyhow::Result<Conf> {
         let mut conf = match &self.conf {
             Some(p) => Conf::load(p)?,
             None => Conf::new(),
         };
         conf.apply_overrides(&self.set)?;
+        conf.warn_unknown();
+        if let Some(om) = &self.om {
+            conf.set_from(
+                keys::OM_ADDRESS.name,
+                om.clone(),
+                Source::Flag("--om (or OZONE_OM_ADDRESS)"),
+            );
+        }
+        if conf.opt(&keys::DOMAIN_SOCKET_PATH)?.is_none() {
+            if let (Some(node), Ok(dir)) = (&self.node, std::env::var("OZONE_LOCAL_CLUSTER_DIR")) {
+                // On a local cluster, a node's socket directory is known.
+                let sockets = LocalCluster::socket_dir_of(std::path::Path::new(&dir), node);
+                conf.set_from(
+                    keys::DOMAIN_SOCKET_PATH.name,
+                    sockets.display().to_string(),
+                    Source::Env("OZONE_LOCAL_CLUSTER_DIR"),
+                );
+            } else if let Ok(dir) = std::env::var("OZONE_DOMAIN_SOCKET_PATH") {
+                conf.set_from(
+                    keys::DOMAIN_SOCKET_PATH.name,
+                    dir,
+                    Source::Env("OZONE_DOMAIN_SOCKET_PATH"),
+                );
+            }
+        }
+        if let Some(s) = &self.sidecar {
+            conf.set_from(
+                keys::CLIENT_SIDECAR_SOCKET.name,
+                s.display().to_string(),
+                Source::Flag("--sidecar (or OZONE_SIDECAR)"),
+            );
+        }
         Ok(conf)
     }
 
     fn client(&self) -> anyhow::Result<Client> {
         let conf = self.conf()?;
-        let om = self
-            .om
-            .clone()
-            .or_else(|| {
-                conf.get(ozone_common::config::OM_ADDRESS)
-                    .map(str::to_string)
-            })
+        let om = conf
+            .opt(&keys::OM_ADDRESS)?
             .context("no OM address: pass --om HOST:PORT or set OZONE_OM_ADDRESS")?;
-        let mut conf = conf;
-        if let Some(node) = &self.node
-            && conf.get(ozone_common::config::DOMAIN_SOCKET_PATH).is_none()
-        {
-            // On a local cluster, a node's socket directory is known.
-            if let Ok(dir) = std::env::var("OZONE_LOCAL_CLUSTER_DIR") {
-                let sockets = LocalCluster::socket_dir_of(std::path::Path::new(&dir), node);
-                conf.set(
-                    ozone_common::config::DOMAIN_SOCKET_PATH,
-                    sockets.display().to_string(),
-                );
-            }
-        }
-        if let Ok(dir) = std::env::var("OZONE_DOMAIN_SOCKET_PATH")
-            && conf.get(ozone_common::config::DOMAIN_SOCKET_PATH).is_none()
-        {
-            conf.set(ozone_common::config::DOMAIN_SOCKET_PATH, dir);
-        }
         let mut cfg = ClientConfig::from_conf(&om, &conf)?;
-        if self.node.is_some() {
-            cfg.node_name = self.node.clone();
-        }
+        cfg.node_name = self.node.clone().filter(|n| !n.is_empty());
         Ok(Client::connect(cfg)?)
     }
+}
+
+/// `ozone config`: the effective configuration of a role, each value with
+/// its source, or the table of every key.
+fn print_config(cli: &Cli, role: &str, markdown: bool) -> anyhow::Result<()> {
+    if markdown {
+        print!("{}", keys::markdown_table());
+        return Ok(());
+    }
+    let role = keys::Role::parse(role).with_context(|| {
+        format!("unknown role {role}: expected om, datanode, client or sidecar")
+    })?;
+    let conf = cli.conf()?;
+    conf.validate()?;
+    let rows = conf.effective(role);
+    let width = rows.iter().map(|(k, _, _)| k.name.len()).max().unwrap_or(0);
+    for (k, v, src) in rows {
+        let v = v.unwrap_or_default();
+        println!("{:<width$} = {:<12} # {src}", k.name, v);
+    }
+    for (k, near) in conf.unknown() {
+        match near {
+            Some(n) => println!("# unknown key {k} (ignored): did you mean {n}?"),
+            None => println!("# unknown key {k} (ignored)"),
+        }
+    }
+    Ok(())
 }
 
 fn state_name(s: i32) -> &'static str {
@@ -291,9 +339,6 @@ fn print_key(k: &KeyInfo) {
         );
     }
 }
-
-/// Config key: key commands go through the sidecar on this socket.
-const SIDECAR_SOCKET: &str = "ozone.client.sidecar.socket";
 
 /// Key commands through a sidecar.
 async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()> {
@@ -361,11 +406,7 @@ async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()>
 }
 
 async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
-    let sidecar = match &cli.sidecar {
-        Some(s) => Some(s.clone()),
-        None => cli.conf()?.get(SIDECAR_SOCKET).map(PathBuf::from),
-    };
-    if let Some(socket) = sidecar {
+    if let Some(socket) = cli.conf()?.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
         return sh_sidecar(&socket, cmd).await;
     }
     let client = cli.client()?;
@@ -606,6 +647,7 @@ async fn main() -> anyhow::Result<()> {
                 },
         } => local_up(&cli, dir.clone(), *datanodes, *sidecars).await,
         Cmd::Demo(args) => demo::run(args.clone(), cli.set.clone()).await,
+        Cmd::Config { role, markdown } => print_config(&cli, role, *markdown),
         Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,
         Cmd::Datanode(args) => ozone_datanode::cmd::run(args.clone()).await,
         Cmd::Sidecar(args) => ozone_sidecar::cmd::run(args.clone()).await,

@@ -174,3 +174,73 @@ fn local_up_then_shell_round_trips_50_mib() {
     );
     assert!(!gone.status.success(), "OM stopped with local up");
 }
+
+/// `ozone config`: every key of a role with its value and source; a typo
+/// named with the key meant; a bad value refused naming key, value and
+/// what is allowed.
+#[test]
+fn config_shows_values_sources_and_typos() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ozone.conf");
+    std::fs::write(
+        &file,
+        "ozone.client.verify.checksum = false\nozone.client.verfy.checksum = true\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let out = ok(
+        "OZONE_DOMAIN_SOCKET_PATH=/var/lib/ozone/sockets",
+        &[
+            "--conf",
+            file,
+            "--set",
+            "ozone.scm.chunk.size=8MB",
+            "config",
+            "--role",
+            "client",
+        ],
+    );
+    let line = |key: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key} in:\n{out}"))
+            .to_string()
+    };
+    assert!(line("ozone.client.verify.checksum").contains("= false"));
+    assert!(line("ozone.client.verify.checksum").ends_with(&format!("# file {file}")));
+    assert!(
+        line("ozone.scm.chunk.size").contains("8MB")
+            && line("ozone.scm.chunk.size").ends_with("# --set")
+    );
+    assert!(line("ozone.client.bytes.per.checksum").ends_with("# default"));
+    assert!(line("ozone.domain.socket.path").ends_with("# env OZONE_DOMAIN_SOCKET_PATH"));
+    assert!(
+        out.contains("unknown key ozone.client.verfy.checksum (ignored): did you mean ozone.client.verify.checksum?"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("ozone.scm.block.size"),
+        "an OM key in the client's list"
+    );
+    let om = ok("", &["config", "--role", "om"]);
+    assert!(om.contains("ozone.scm.block.size") && !om.contains("ozone.client.verify.checksum"));
+
+    let bad = ozone(
+        "",
+        &[
+            "--set",
+            "ozone.client.read.short-circuit=sometimes",
+            "config",
+        ],
+    );
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("ozone.client.read.short-circuit")
+            && err.contains("sometimes")
+            && err.contains("on, auto or off"),
+        "{err}"
+    );
+    let table = ok("", &["config", "--markdown"]);
+    assert!(table.starts_with("| Key | Type | Default"));
+}

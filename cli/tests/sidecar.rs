@@ -438,3 +438,78 @@ async fn passthrough_reads_at_local_speed_and_stop_after_deletion() {
     .await;
     tc.cluster.stop().await;
 }
+
+/// The policy block (`policy.conf: |`) of the shipped HBase example.
+fn hbase_policy() -> String {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/workloads/hbase-regionserver.yaml"
+    ))
+    .unwrap();
+    text.lines()
+        .skip_while(|l| !l.contains("policy.conf: |"))
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
+    let mut tc = cluster(3, &[]).await;
+    let (_, want, key) = setup(&tc.cluster, "k").await;
+    let policy = hbase_policy();
+    assert!(
+        policy.contains("ozone.client.read.short-circuit = auto"),
+        "{policy}"
+    );
+    let lines: Vec<&str> = policy.lines().collect();
+    let c = &mut tc.cluster;
+    let s = c.start_sidecar("node1", "hbase", &lines).await.unwrap();
+    flip(c, 0, &key, 100);
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    let p = app.policy().await.unwrap();
+    assert!(!p.verify_checksum && !p.allow_verify_override && p.passthrough);
+    assert_eq!(p.short_circuit, "auto");
+    // Obeyed: no verification (HBase checks its HFile checksums), the
+    // local replica read short-circuit, so the flipped byte comes back.
+    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    assert!(!r.verify_checksum());
+    let mut buf = vec![0u8; 4096];
+    r.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf[100], want[100] ^ 0x40);
+    r.close().await.unwrap();
+    assert!(
+        metric(&s, "ozone_sidecar_read_bytes_total{path=\"short-circuit\"}") >= 4096.0,
+        "read short-circuit"
+    );
+    // A stream may not ask for verification back (override not allowed).
+    let e = app
+        .open_key_with("vol", "bucket", "k", Some(true))
+        .await
+        .err()
+        .expect("override refused");
+    assert!(
+        e.to_string()
+            .contains("ozone.sidecar.verify.override.allowed"),
+        "{e}"
+    );
+
+    // A sidecar whose policy file changes to the example's content reloads it.
+    let s2 = c
+        .start_sidecar("node1", "other", &["ozone.client.verify.checksum = true"])
+        .await
+        .unwrap();
+    let app2 = SidecarClient::unix(&s2.socket).unwrap();
+    assert!(app2.policy().await.unwrap().verify_checksum);
+    std::fs::write(&s2.conf, &policy).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app2.policy().await.unwrap().verify_checksum {
+        assert!(
+            Instant::now() < deadline,
+            "the example's policy never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tc.cluster.stop().await;
+}

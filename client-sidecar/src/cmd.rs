@@ -68,8 +68,13 @@ fn load(args: &SidecarArgs) -> anyhow::Result<Conf> {
         None => Conf::new(),
     };
     conf.apply_overrides(&args.set)?;
+    conf.warn_unknown();
     if let Some(d) = &args.domain_socket_dir {
-        conf.set(keys::DOMAIN_SOCKET_PATH, d.display().to_string());
+        conf.set_from(
+            keys::DOMAIN_SOCKET_PATH.name,
+            d.display().to_string(),
+            keys::Source::Flag("--domain-socket-dir"),
+        );
     }
     Ok(conf)
 }
@@ -93,7 +98,7 @@ fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let conf = load(&args)?;
     let node = args.node_name.clone().unwrap_or_default();
-    let state = State::new(Active::build(&args.om, &conf)?, node);
+    let state = State::new(Active::build(&args.om, Some(&node), &conf)?, node);
     let ready = Arc::new(AtomicBool::new(false));
     let mut registry = prometheus_client::registry::Registry::default();
     state.metrics.register(&mut registry);
@@ -164,7 +169,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     }
     if let (Some(app_dir), Some(dn_dir)) = (
         args.passthrough_dir.clone(),
-        conf.get(keys::DOMAIN_SOCKET_PATH).map(PathBuf::from),
+        conf.opt(&keys::DOMAIN_SOCKET_PATH)?,
     ) {
         let st = state.clone();
         let stop = stop_rx.clone();
@@ -250,7 +255,7 @@ async fn reload_loop(
                 continue;
             }
         }
-        match Active::build(&args.om, &conf) {
+        match Active::build(&args.om, args.node_name.as_deref(), &conf) {
             Ok(a) => {
                 tracing::info!(policy = ?a.policy, "workload policy reloaded");
                 state.replace(a);

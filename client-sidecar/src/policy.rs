@@ -4,33 +4,8 @@
 
 use ozone_common::config::{self as keys, Conf, ConfigError};
 
-/// Streams may ask for another verify-checksum setting than the default.
-pub const ALLOW_VERIFY_OVERRIDE: &str = "ozone.sidecar.verify.override.allowed";
-/// Block descriptors may be handed to the application (pass-through).
-pub const PASSTHROUGH: &str = "ozone.sidecar.passthrough.enabled";
-
-/// Short-circuit mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShortCircuit {
-    /// Read local replicas through the datanode socket; warn when none is
-    /// found.
-    On,
-    /// Read local replicas through the socket when a datanode is there.
-    Auto,
-    /// Never: gRPC only.
-    Off,
-}
-
-impl ShortCircuit {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShortCircuit::On => "on",
-            ShortCircuit::Auto => "auto",
-            ShortCircuit::Off => "off",
-        }
-    }
-}
+/// Short-circuit mode (`ozone.client.read.short-circuit`).
+pub use ozone_common::config::ShortCircuitMode as ShortCircuit;
 
 /// The policy in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,23 +24,11 @@ pub struct Policy {
 impl Policy {
     /// The policy of `conf`; a bad value is an error naming the key.
     pub fn from_conf(conf: &Conf) -> Result<Self, ConfigError> {
-        let sc = match conf
-            .choice(
-                keys::READ_SHORT_CIRCUIT,
-                "AUTO",
-                &["ON", "AUTO", "OFF", "TRUE", "FALSE"],
-            )?
-            .as_str()
-        {
-            "ON" => ShortCircuit::On,
-            "OFF" | "FALSE" => ShortCircuit::Off,
-            _ => ShortCircuit::Auto,
-        };
         Ok(Self {
-            verify_checksum: conf.bool(keys::VERIFY_CHECKSUM, true)?,
-            allow_verify_override: conf.bool(ALLOW_VERIFY_OVERRIDE, true)?,
-            short_circuit: sc,
-            passthrough: conf.bool(PASSTHROUGH, true)?,
+            verify_checksum: conf.value(&keys::VERIFY_CHECKSUM)?,
+            allow_verify_override: conf.value(&keys::SIDECAR_VERIFY_OVERRIDE)?,
+            short_circuit: conf.value(&keys::READ_SHORT_CIRCUIT)?,
+            passthrough: conf.value(&keys::SIDECAR_PASSTHROUGH)?,
         })
     }
 
@@ -77,9 +40,9 @@ impl Policy {
             Some(v) => Err(format!(
                 "per-stream verify-checksum override refused: the workload policy sets \
                  {}={} and {}=false, so streams may not ask for verify-checksum={v}",
-                keys::VERIFY_CHECKSUM,
+                keys::VERIFY_CHECKSUM.name,
                 self.verify_checksum,
-                ALLOW_VERIFY_OVERRIDE
+                keys::SIDECAR_VERIFY_OVERRIDE.name
             )),
         }
     }

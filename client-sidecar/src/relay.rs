@@ -103,7 +103,7 @@ async fn relay(app: UnixStream, dn: PathBuf, state: Arc<State>) {
     if !state.active().policy.passthrough {
         let why = format!(
             "descriptor pass-through is disabled by the workload policy ({}=false)",
-            crate::policy::PASSTHROUGH
+            ozone_common::config::SIDECAR_PASSTHROUGH.name
         );
         // Wait for the handshake so the refusal answers it.
         let _ = tokio::time::timeout(Duration::from_secs(5), sc::recv(&app)).await;

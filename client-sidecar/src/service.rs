@@ -48,10 +48,12 @@ pub struct Active {
 }
 
 impl Active {
-    /// Builds the client for `conf`'s policy against the OM at `om`.
-    pub fn build(om: &str, conf: &Conf) -> Result<Self, SidecarError> {
+    /// Builds the client for `conf`'s policy against the OM at `om`, on
+    /// node `node` (local-first placement and reads).
+    pub fn build(om: &str, node: Option<&str>, conf: &Conf) -> Result<Self, SidecarError> {
         let policy = Policy::from_conf(conf)?;
         let mut cfg = ClientConfig::from_conf(om, conf)?;
+        cfg.node_name = node.filter(|n| !n.is_empty()).map(str::to_string);
         cfg.verify_checksum = policy.verify_checksum;
         match policy.short_circuit {
             ShortCircuit::Off => cfg.short_circuit = None,
@@ -644,7 +646,7 @@ mod drain_tests {
 
     #[tokio::test]
     async fn draining_refuses_new_requests_and_counts_in_flight_ones() {
-        let a = Active::build("127.0.0.1:1", &Conf::new()).unwrap();
+        let a = Active::build("127.0.0.1:1", None, &Conf::new()).unwrap();
         let s = State::new(a, "n1".into());
         let g = s.enter().unwrap();
         assert_eq!(s.inflight(), 1);
@@ -662,11 +664,11 @@ mod drain_tests {
 
     #[tokio::test]
     async fn a_new_policy_is_in_force_and_shown() {
-        let a = Active::build("127.0.0.1:1", &Conf::new()).unwrap();
+        let a = Active::build("127.0.0.1:1", None, &Conf::new()).unwrap();
         let s = State::new(a, "n1".into());
         assert!(s.policy().verify_checksum);
         let off = Conf::parse("ozone.client.verify.checksum = false\n", "t").unwrap();
-        s.replace(Active::build("127.0.0.1:1", &off).unwrap());
+        s.replace(Active::build("127.0.0.1:1", None, &off).unwrap());
         let p = s.policy();
         assert!(!p.verify_checksum);
         assert_eq!(p.node_name, "n1");

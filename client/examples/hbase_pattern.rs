@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut conf = Conf::new();
     if let Some(dir) = args.next() {
-        conf.set(keys::DOMAIN_SOCKET_PATH, dir);
+        conf.set(keys::DOMAIN_SOCKET_PATH.name, dir);
     }
     let mut cfg = ClientConfig::from_conf(&om, &conf)?;
     cfg.node_name = args.next();

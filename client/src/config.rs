@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use ozone_common::checksum::{Checksummer, DEFAULT_BYTES_PER_CHECKSUM};
-use ozone_common::config::{self as keys, Conf, ConfigError};
+use ozone_common::checksum::Checksummer;
+use ozone_common::config::{
+    self as keys, Bytes, ChecksumAlgorithm, Conf, ConfigError, ShortCircuitMode,
+};
 use ozone_proto::{ChecksumType, ReplicationFactor};
 
 /// Settings of a [`Client`](crate::Client).
@@ -36,38 +38,25 @@ pub struct ClientConfig {
 /// Short-circuit settings from `conf`: on when a socket directory is set,
 /// unless `ozone.client.read.short-circuit` is `off` (or `false`).
 pub fn short_circuit(conf: &Conf) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
-    let Some(dir) = conf.get(keys::DOMAIN_SOCKET_PATH).filter(|d| !d.is_empty()) else {
+    let Some(dir) = conf.opt(&keys::DOMAIN_SOCKET_PATH)? else {
         return Ok(None);
     };
-    // on, auto or off, as the sidecar's policy reads the same key; true
-    // and false are Ozone's spelling of auto and off.
-    let mode = conf.choice(
-        keys::READ_SHORT_CIRCUIT,
-        "AUTO",
-        &["ON", "AUTO", "OFF", "TRUE", "FALSE"],
-    )?;
-    if matches!(mode.as_str(), "OFF" | "FALSE") {
+    if conf.value(&keys::READ_SHORT_CIRCUIT)? == ShortCircuitMode::Off {
         return Ok(None);
     }
     Ok(Some(crate::shortcircuit::ScConfig {
-        dir: dir.into(),
-        backoff: conf.duration(
-            "ozone.client.read.short-circuit.backoff",
-            Duration::from_secs(10),
-        )?,
-        cache_size: conf.size("ozone.client.read.short-circuit.cache.size", 1024)? as usize,
-        cache_expiry: conf.duration(
-            "ozone.client.read.short-circuit.cache.expiry",
-            Duration::from_secs(600),
-        )?,
+        dir,
+        backoff: conf.value(&keys::SHORT_CIRCUIT_BACKOFF)?,
+        cache_size: conf.value(&keys::SHORT_CIRCUIT_CACHE_SIZE)? as usize,
+        cache_expiry: conf.value(&keys::SHORT_CIRCUIT_CACHE_EXPIRY)?,
     }))
 }
 
 impl ClientConfig {
-    /// Settings from `conf` (missing keys take Ozone's defaults, with
-    /// CRC32C as the checksum type) for the OM at `om_address`.
+    /// Settings from `conf` (missing keys take their declared defaults) for
+    /// the OM at `om_address`. The node is unset: the caller knows it.
     pub fn from_conf(om_address: &str, conf: &Conf) -> Result<Self, ConfigError> {
-        let bpc = conf.size(keys::BYTES_PER_CHECKSUM, DEFAULT_BYTES_PER_CHECKSUM as u64)?;
+        let Bytes(bpc) = conf.value(&keys::BYTES_PER_CHECKSUM)?;
         let bad = |k: &str, v: String, why: &str| ConfigError::Value {
             key: k.into(),
             value: v,
@@ -75,48 +64,46 @@ impl ClientConfig {
         };
         if bpc == 0 || bpc > 64 << 20 {
             return Err(bad(
-                keys::BYTES_PER_CHECKSUM,
+                keys::BYTES_PER_CHECKSUM.name,
                 bpc.to_string(),
                 "must be 1 byte to 64MB",
             ));
         }
-        let kind = match conf
-            .choice(keys::CHECKSUM_TYPE, "CRC32C", &["CRC32C", "CRC32", "NONE"])?
-            .as_str()
-        {
-            "CRC32" => ChecksumType::Crc32,
-            "NONE" => ChecksumType::None,
-            _ => ChecksumType::Crc32c,
+        let kind = match conf.value(&keys::CHECKSUM_TYPE)? {
+            ChecksumAlgorithm::Crc32 => ChecksumType::Crc32,
+            ChecksumAlgorithm::None => ChecksumType::None,
+            ChecksumAlgorithm::Crc32c => ChecksumType::Crc32c,
         };
-        let checksum = Checksummer::new(kind, bpc as u32)
-            .map_err(|e| bad(keys::BYTES_PER_CHECKSUM, bpc.to_string(), &e.to_string()))?;
-        let chunk = conf.size(keys::CHUNK_SIZE, 4 << 20)?;
+        let checksum = Checksummer::new(kind, bpc as u32).map_err(|e| {
+            bad(
+                keys::BYTES_PER_CHECKSUM.name,
+                bpc.to_string(),
+                &e.to_string(),
+            )
+        })?;
+        let Bytes(chunk) = conf.value(&keys::CHUNK_SIZE)?;
         // Chunks hold whole checksum windows.
         let chunk_size = (chunk / bpc).max(1) * bpc;
-        let replication = match conf
-            .choice(keys::REPLICATION, "THREE", &["ONE", "THREE", "1", "3"])?
-            .as_str()
-        {
-            "ONE" | "1" => ReplicationFactor::One,
-            _ => ReplicationFactor::Three,
+        let replication = match conf.value(&keys::REPLICATION)? {
+            keys::ReplicationFactor::One => ReplicationFactor::One,
+            keys::ReplicationFactor::Three => ReplicationFactor::Three,
         };
-        let max_message_size = conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize;
+        let max_message_size = conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize;
         if chunk_size + (1 << 20) > max_message_size as u64 {
             return Err(bad(
-                keys::CHUNK_SIZE,
+                keys::CHUNK_SIZE.name,
                 chunk.to_string(),
                 "chunk must be at least 1MB smaller than ozone.grpc.max.message.size",
             ));
         }
         Ok(Self {
             om_address: om_address.to_string(),
-            verify_checksum: conf.bool(keys::VERIFY_CHECKSUM, true)?,
+            verify_checksum: conf.value(&keys::VERIFY_CHECKSUM)?,
             checksum,
             chunk_size,
             replication,
-            node_name: std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()),
-            om_retry_timeout: conf
-                .duration("ozone.client.om.retry.timeout", Duration::from_secs(60))?,
+            node_name: None,
+            om_retry_timeout: conf.value(&keys::OM_RETRY_TIMEOUT)?,
             max_message_size,
             max_block_attempts: 8,
             short_circuit: short_circuit(conf)?,
@@ -160,7 +147,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("ozone.client.read.short-circuit") && e.contains("AUTO"),
+            e.contains("ozone.client.read.short-circuit") && e.contains("auto"),
             "{e}"
         );
     }
@@ -185,7 +172,7 @@ mod tests {
             "{policy}"
         );
         let mut conf = Conf::parse(&policy, "policy.conf").unwrap();
-        conf.set(keys::DOMAIN_SOCKET_PATH, "/var/lib/ozone/sockets");
+        conf.set(keys::DOMAIN_SOCKET_PATH.name, "/var/lib/ozone/sockets");
         let c = ClientConfig::from_conf("om:9862", &conf).unwrap();
         assert!(c.short_circuit.is_some());
         assert!(!c.verify_checksum);

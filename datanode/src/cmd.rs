@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::Args;
 use ozone_common::config::Conf;
 
-use crate::config::{DATA_DIRS, DatanodeConfig, METADATA_DIRS, default_node_name};
+use crate::config::{DatanodeConfig, host_name};
+use ozone_common::config as keys;
 
 /// Arguments of a datanode process.
 #[derive(Debug, Args, Clone)]
@@ -31,13 +32,13 @@ pub struct DatanodeArgs {
     #[arg(long, default_value = "0.0.0.0:9882")]
     pub http_addr: SocketAddr,
     /// Host advertised to the OM (default: POD_IP, bind IP or host name).
-    #[arg(long)]
+    #[arg(long, env = "POD_IP")]
     pub advertise_host: Option<String>,
     /// OM address, host:port.
     #[arg(long = "om", env = "OZONE_OM_ADDRESS")]
     pub om: String,
     /// Node name (default: NODE_NAME or the host name).
-    #[arg(long)]
+    #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,
     /// File to write `grpc=ADDR http=ADDR id=ID` to once listening.
     #[arg(long)]
@@ -51,28 +52,32 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
         None => Conf::new(),
     };
     conf.apply_overrides(&args.set)?;
+    conf.warn_unknown();
     let data_dirs = if args.data_dirs.is_empty() {
-        conf.get(DATA_DIRS)
+        conf.opt(&keys::DATA_DIRS)?
             .context("no data directory: pass --data-dir or set hdds.datanode.dir")?
-            .split(',')
-            .map(|s| PathBuf::from(s.trim()))
-            .collect()
+            .0
     } else {
         args.data_dirs.clone()
     };
-    let metadata_dir = args
-        .metadata_dir
+    let metadata_dir = match &args.metadata_dir {
+        Some(d) => d.clone(),
+        None => conf
+            .opt(&keys::METADATA_DIRS)?
+            .context("no metadata directory: pass --metadata-dir or set ozone.metadata.dirs")?,
+    };
+    let node_name = args
+        .node_name
         .clone()
-        .or_else(|| conf.get(METADATA_DIRS).map(PathBuf::from))
-        .context("no metadata directory: pass --metadata-dir or set ozone.metadata.dirs")?;
-    let node_name = args.node_name.clone().unwrap_or_else(default_node_name);
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(host_name);
     let base = DatanodeConfig::for_dir(&metadata_dir, &args.om, &node_name, &conf)?;
     let cfg = DatanodeConfig {
         data_dirs,
         metadata_dir,
         grpc_bind: args.grpc_addr,
         http_bind: args.http_addr,
-        advertise_host: args.advertise_host.clone(),
+        advertise_host: args.advertise_host.clone().filter(|h| !h.is_empty()),
         ..base
     };
     let mut handle = crate::start(cfg).await?;

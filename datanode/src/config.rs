@@ -8,11 +8,6 @@ use ozone_common::config::{self as keys, Conf, ConfigError};
 
 use crate::shortcircuit::ShortCircuitConfig;
 
-/// Data directories, comma separated (Ozone: `hdds.datanode.dir`).
-pub const DATA_DIRS: &str = "hdds.datanode.dir";
-/// Metadata directory (Ozone: `ozone.metadata.dirs`).
-pub const METADATA_DIRS: &str = "ozone.metadata.dirs";
-
 /// Everything a datanode needs to start.
 #[derive(Debug, Clone)]
 pub struct DatanodeConfig {
@@ -24,12 +19,12 @@ pub struct DatanodeConfig {
     pub grpc_bind: SocketAddr,
     /// HTTP (health, metrics) listen address.
     pub http_bind: SocketAddr,
-    /// Host advertised to the OM; defaults to `POD_IP`, then the bind IP,
-    /// then the host name.
+    /// Host advertised to the OM; defaults to the bind IP, then the host
+    /// name (the binary passes `POD_IP`).
     pub advertise_host: Option<String>,
     /// OM gRPC address, host:port.
     pub om_address: String,
-    /// Node the datanode runs on (`NODE_NAME`).
+    /// Node the datanode runs on (the binary passes `NODE_NAME`).
     pub node_name: String,
     /// Heartbeat period.
     pub heartbeat_interval: Duration,
@@ -60,9 +55,9 @@ impl DatanodeConfig {
             advertise_host: None,
             om_address: om_address.to_string(),
             node_name: node_name.to_string(),
-            heartbeat_interval: conf.duration(keys::HEARTBEAT_INTERVAL, Duration::from_secs(3))?,
-            verify_writes: conf.bool(keys::DATANODE_VERIFY_WRITES, true)?,
-            max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
+            heartbeat_interval: conf.value(&keys::HEARTBEAT_INTERVAL)?,
+            verify_writes: conf.value(&keys::DATANODE_VERIFY_WRITES)?,
+            max_message_size: conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize,
             short_circuit: short_circuit_config(conf)?,
             block_token_secret: conf.block_token_secret()?,
         })
@@ -71,30 +66,31 @@ impl DatanodeConfig {
 
 /// Short-circuit settings from `conf` (`None` without a socket path).
 pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, ConfigError> {
-    let Some(dir) = conf.get(keys::DOMAIN_SOCKET_PATH).filter(|s| !s.is_empty()) else {
+    let Some(dir) = conf.opt(&keys::DOMAIN_SOCKET_PATH)? else {
         return Ok(None);
     };
+    let slots = conf.value(&keys::DOMAIN_SOCKET_SLOTS)?;
+    if !(1..=1 << 20).contains(&slots) {
+        return Err(ConfigError::Value {
+            key: keys::DOMAIN_SOCKET_SLOTS.name.into(),
+            value: slots.to_string(),
+            why: "must be 1 to 1048576".into(),
+        });
+    }
     Ok(Some(ShortCircuitConfig {
-        dir: PathBuf::from(dir),
-        skip_security_check: conf.bool(keys::DOMAIN_SOCKET_SKIP_CHECK, false)?,
-        max_connections: conf.size("ozone.domain.socket.max.connections", 256)? as usize,
-        slots_per_connection: conf
-            .size("ozone.domain.socket.slots.per.connection", 4096)?
-            .clamp(1, 1 << 20) as u32,
-        allowed_uids: conf.u32_list("ozone.domain.socket.allowed.uids")?,
-        allowed_gids: conf.u32_list("ozone.domain.socket.allowed.gids")?,
+        dir,
+        skip_security_check: conf.value(&keys::DOMAIN_SOCKET_SKIP_CHECK)?,
+        max_connections: conf.value(&keys::DOMAIN_SOCKET_MAX_CONNECTIONS)? as usize,
+        slots_per_connection: slots as u32,
+        allowed_uids: conf.value(&keys::DOMAIN_SOCKET_ALLOWED_UIDS)?.0,
+        allowed_gids: conf.value(&keys::DOMAIN_SOCKET_ALLOWED_GIDS)?.0,
     }))
 }
 
-/// The node name: `NODE_NAME`, else the host name.
-pub fn default_node_name() -> String {
-    std::env::var("NODE_NAME")
+/// The host name, the node name when none is given.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
         .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| {
-            nix::unistd::gethostname()
-                .ok()
-                .and_then(|h| h.into_string().ok())
-                .unwrap_or_else(|| "localhost".into())
-        })
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
 }

@@ -107,15 +107,10 @@ fn advertise_host(cfg: &DatanodeConfig) -> String {
     if let Some(h) = &cfg.advertise_host {
         return h.clone();
     }
-    if let Ok(ip) = std::env::var("POD_IP")
-        && !ip.is_empty()
-    {
-        return ip;
-    }
     if !cfg.grpc_bind.ip().is_unspecified() {
         return cfg.grpc_bind.ip().to_string();
     }
-    crate::config::default_node_name()
+    crate::config::host_name()
 }
 
 /// Starts a datanode: opens storage, binds the ports and begins

@@ -38,6 +38,7 @@ pub async fn run(args: OmArgs) -> anyhow::Result<()> {
         None => Conf::new(),
     };
     conf.apply_overrides(&args.set)?;
+    conf.warn_unknown();
     let cfg = OmConfig {
         grpc_bind: args.grpc_addr,
         http_bind: args.http_addr,

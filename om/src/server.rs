@@ -52,17 +52,13 @@ impl OmConfig {
             metadata_dir: dir,
             grpc_bind: "127.0.0.1:0".parse().expect("addr"),
             http_bind: "127.0.0.1:0".parse().expect("addr"),
-            block_size: conf.size(keys::BLOCK_SIZE, 256 << 20)?,
-            stale_after: conf.duration(keys::STALE_NODE_INTERVAL, Duration::from_secs(30))?,
-            dead_after: conf.duration(keys::DEAD_NODE_INTERVAL, Duration::from_secs(90))?,
-            deletion_interval: conf.duration(
-                "ozone.block.deleting.service.interval",
-                Duration::from_secs(1),
-            )?,
-            max_message_size: conf.size(keys::MAX_MESSAGE_SIZE, 64 << 20)? as usize,
+            block_size: conf.value(&keys::BLOCK_SIZE)?.0,
+            stale_after: conf.value(&keys::STALE_NODE_INTERVAL)?,
+            dead_after: conf.value(&keys::DEAD_NODE_INTERVAL)?,
+            deletion_interval: conf.value(&keys::BLOCK_DELETING_INTERVAL)?,
+            max_message_size: conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize,
             block_token_secret: conf.block_token_secret()?,
-            block_token_expiry: conf
-                .duration(keys::BLOCK_TOKEN_EXPIRY, Duration::from_secs(24 * 3600))?,
+            block_token_expiry: conf.value(&keys::BLOCK_TOKEN_EXPIRY)?,
         })
     }
 }

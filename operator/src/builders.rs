@@ -229,40 +229,48 @@ fn selector(name: &str, component: &str) -> BTreeMap<String, String> {
 
 /// The cluster config file (`ozone.conf`) handed to every process.
 pub fn config_text(c: &OzoneCluster, name: &str, ns: &str) -> String {
+    use ozone_common::config as keys;
     let s = &c.spec;
+    let line = |k: &str, v: &dyn std::fmt::Display| format!("{k} = {v}");
     let mut lines = vec![
-        format!("ozone.om.address = {name}-om.{ns}.svc:{OM_PORT}"),
-        format!(
-            "ozone.replication = {}",
-            match s.replication {
+        line(
+            keys::OM_ADDRESS.name,
+            &format!("{name}-om.{ns}.svc:{OM_PORT}"),
+        ),
+        line(
+            keys::REPLICATION.name,
+            &match s.replication {
                 Replication::ONE => "ONE",
                 Replication::THREE => "THREE",
-            }
+            },
         ),
-        format!(
-            "ozone.client.checksum.type = {}",
-            match s.checksum.kind {
+        line(
+            keys::CHECKSUM_TYPE.name,
+            &match s.checksum.kind {
                 ChecksumKind::CRC32C => "CRC32C",
                 ChecksumKind::CRC32 => "CRC32",
-            }
+            },
         ),
-        format!(
-            "ozone.client.bytes.per.checksum = {}",
-            s.checksum.bytes_per_checksum
+        line(
+            keys::BYTES_PER_CHECKSUM.name,
+            &s.checksum.bytes_per_checksum,
         ),
-        format!(
-            "ozone.client.verify.checksum = {}",
-            s.client_defaults.verify_checksum
+        line(
+            keys::VERIFY_CHECKSUM.name,
+            &s.client_defaults.verify_checksum,
         ),
-        format!("hdds.block.token.enabled = {}", s.security.block_tokens),
+        line(keys::BLOCK_TOKEN_ENABLED.name, &s.security.block_tokens),
     ];
     if s.security.block_tokens {
-        lines.push("hdds.block.token.secret.file = /etc/ozone/token/secret".into());
+        lines.push(line(
+            keys::BLOCK_TOKEN_SECRET_FILE.name,
+            &"/etc/ozone/token/secret",
+        ));
     }
     if s.short_circuit.enabled {
-        lines.push(format!(
-            "ozone.domain.socket.path = {}",
-            s.short_circuit.socket_host_path
+        lines.push(line(
+            keys::DOMAIN_SOCKET_PATH.name,
+            &s.short_circuit.socket_host_path,
         ));
     }
     lines.join("\n") + "\n"

@@ -1,0 +1,300 @@
+//! Every configuration key, declared once: name (Apache Ozone's where one
+//! exists), type, default, the roles that read it and a one-line doc. The
+//! typed sections of each role, the unknown-key warnings, `ozone config` and
+//! the README's table all come from this list.
+
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::value::{
+    Bytes, ChecksumAlgorithm, Ids, Paths, ReplicationFactor, ShortCircuitMode, Value,
+};
+
+/// A process that reads configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// The Ozone Manager.
+    Om,
+    /// A datanode.
+    Datanode,
+    /// The client library and `ozone sh`.
+    Client,
+    /// The client sidecar (its workload policy; it also builds a client).
+    Sidecar,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 4] = [Role::Om, Role::Datanode, Role::Client, Role::Sidecar];
+
+    /// Lower-case name, as `ozone config --role` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Om => "om",
+            Role::Datanode => "datanode",
+            Role::Client => "client",
+            Role::Sidecar => "sidecar",
+        }
+    }
+
+    /// The role named `s`.
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// A key whose value parses into `T`.
+#[derive(Debug)]
+pub struct Key<T> {
+    /// The key's name.
+    pub name: &'static str,
+    /// The default as it would be written in a file (`None`: unset).
+    pub default: Option<&'static str>,
+    /// The roles that read it.
+    pub roles: &'static [Role],
+    /// One line of documentation.
+    pub doc: &'static str,
+    ty: PhantomData<fn() -> T>,
+}
+
+/// A key's declaration without its type parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDef {
+    /// The key's name.
+    pub name: &'static str,
+    /// Type name (`bool`, `size`, `duration`, ...).
+    pub kind: &'static str,
+    /// What a valid value looks like.
+    pub allowed: &'static str,
+    /// The default as written in a file.
+    pub default: Option<&'static str>,
+    /// The roles that read it.
+    pub roles: &'static [Role],
+    /// One line of documentation.
+    pub doc: &'static str,
+    /// Whether a text is a valid value.
+    pub valid: fn(&str) -> bool,
+}
+
+fn valid<T: Value>(text: &str) -> bool {
+    T::parse(text).is_some()
+}
+
+impl<T: Value> Key<T> {
+    const fn new(
+        name: &'static str,
+        default: Option<&'static str>,
+        roles: &'static [Role],
+        doc: &'static str,
+    ) -> Self {
+        Key {
+            name,
+            default,
+            roles,
+            doc,
+            ty: PhantomData,
+        }
+    }
+
+    /// The untyped declaration.
+    pub const fn def(&self) -> KeyDef {
+        KeyDef {
+            name: self.name,
+            kind: T::KIND,
+            allowed: T::ALLOWED,
+            default: self.default,
+            roles: self.roles,
+            doc: self.doc,
+            valid: valid::<T>,
+        }
+    }
+}
+
+impl KeyDef {
+    /// The doc line without the leading space of a doc comment.
+    pub fn doc(&self) -> &'static str {
+        self.doc.trim()
+    }
+}
+
+macro_rules! keys {
+    ($($(#[doc = $doc:literal])+ $id:ident: $ty:ty = $name:literal, $default:expr, [$($role:ident),+];)+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $id: Key<$ty> = Key::new($name, $default, &[$(Role::$role),+], concat!($($doc),+));
+        )+
+        /// Every key, in declaration order.
+        pub const ALL: &[KeyDef] = &[$($id.def()),+];
+    };
+}
+
+keys! {
+    /// OM address, host:port (also `--om` and `OZONE_OM_ADDRESS`).
+    OM_ADDRESS: String = "ozone.om.address", None, [Client, Sidecar, Datanode];
+    /// Verify checksums of data read (HBase turns it off: it checks its own HFile checksums).
+    VERIFY_CHECKSUM: bool = "ozone.client.verify.checksum", Some("true"), [Client, Sidecar];
+    /// Bytes per checksum window of new keys (1 byte to 64MB).
+    BYTES_PER_CHECKSUM: Bytes = "ozone.client.bytes.per.checksum", Some("16KB"), [Client, Sidecar];
+    /// Checksum type of new keys.
+    CHECKSUM_TYPE: ChecksumAlgorithm = "ozone.client.checksum.type", Some("CRC32C"), [Client, Sidecar];
+    /// Size of each write sent to a datanode.
+    CHUNK_SIZE: Bytes = "ozone.scm.chunk.size", Some("4MB"), [Client, Sidecar];
+    /// Replication of new keys.
+    REPLICATION: ReplicationFactor = "ozone.replication", Some("THREE"), [Client, Sidecar];
+    /// How long the client retries an unreachable OM.
+    OM_RETRY_TIMEOUT: Duration = "ozone.client.om.retry.timeout", Some("60s"), [Client, Sidecar];
+    /// Short-circuit reads of local replicas.
+    READ_SHORT_CIRCUIT: ShortCircuitMode = "ozone.client.read.short-circuit", Some("auto"), [Client, Sidecar];
+    /// After a failed short-circuit attempt, how long a datanode is read over gRPC only.
+    SHORT_CIRCUIT_BACKOFF: Duration = "ozone.client.read.short-circuit.backoff", Some("10s"), [Client, Sidecar];
+    /// Block descriptors a client keeps open.
+    SHORT_CIRCUIT_CACHE_SIZE: u64 = "ozone.client.read.short-circuit.cache.size", Some("1024"), [Client, Sidecar];
+    /// How long an unused block descriptor stays open.
+    SHORT_CIRCUIT_CACHE_EXPIRY: Duration = "ozone.client.read.short-circuit.cache.expiry", Some("10m"), [Client, Sidecar];
+    /// The node's short-circuit socket directory (a hostPath shared by the node's pods); unset turns short-circuit off.
+    DOMAIN_SOCKET_PATH: PathBuf = "ozone.domain.socket.path", None, [Datanode, Client, Sidecar];
+    /// Skip the socket directory's ownership and mode check (development only).
+    DOMAIN_SOCKET_SKIP_CHECK: bool = "ozone.domain.socket.path.skip.security.check", Some("false"), [Datanode];
+    /// Short-circuit connections a datanode serves at once.
+    DOMAIN_SOCKET_MAX_CONNECTIONS: u64 = "ozone.domain.socket.max.connections", Some("256"), [Datanode];
+    /// Open block descriptors per short-circuit connection (1 to 1048576).
+    DOMAIN_SOCKET_SLOTS: u64 = "ozone.domain.socket.slots.per.connection", Some("4096"), [Datanode];
+    /// Peer uids allowed on the socket (empty: any).
+    DOMAIN_SOCKET_ALLOWED_UIDS: Ids = "ozone.domain.socket.allowed.uids", Some(""), [Datanode];
+    /// Peer gids allowed on the socket (empty: any).
+    DOMAIN_SOCKET_ALLOWED_GIDS: Ids = "ozone.domain.socket.allowed.gids", Some(""), [Datanode];
+    /// Sidecar: whether a stream may ask for another verify-checksum setting than the policy's.
+    SIDECAR_VERIFY_OVERRIDE: bool = "ozone.sidecar.verify.override.allowed", Some("true"), [Sidecar];
+    /// Sidecar: relay the datanode sockets to the application (descriptor pass-through).
+    SIDECAR_PASSTHROUGH: bool = "ozone.sidecar.passthrough.enabled", Some("true"), [Sidecar];
+    /// `ozone sh` key commands go through the sidecar on this socket.
+    CLIENT_SIDECAR_SOCKET: PathBuf = "ozone.client.sidecar.socket", None, [Client];
+    /// Block size: a key is split into blocks of this size.
+    BLOCK_SIZE: Bytes = "ozone.scm.block.size", Some("256MB"), [Om];
+    /// A datanode silent this long is stale (no new replicas).
+    STALE_NODE_INTERVAL: Duration = "ozone.scm.stale.node.interval", Some("30s"), [Om];
+    /// A datanode silent this long is dead.
+    DEAD_NODE_INTERVAL: Duration = "ozone.scm.dead.node.interval", Some("90s"), [Om];
+    /// How often the OM hands deleted blocks to datanodes.
+    BLOCK_DELETING_INTERVAL: Duration = "ozone.block.deleting.service.interval", Some("1s"), [Om];
+    /// Largest gRPC message accepted.
+    MAX_MESSAGE_SIZE: Bytes = "ozone.grpc.max.message.size", Some("64MB"), [Om, Datanode, Client, Sidecar];
+    /// Datanode heartbeat period.
+    HEARTBEAT_INTERVAL: Duration = "hdds.heartbeat.interval", Some("3s"), [Datanode];
+    /// Datanode: check the checksums of every write.
+    DATANODE_VERIFY_WRITES: bool = "hdds.datanode.verify.write.checksum", Some("true"), [Datanode];
+    /// Datanode data directories (also `--data-dir`).
+    DATA_DIRS: Paths = "hdds.datanode.dir", None, [Datanode];
+    /// Datanode metadata directory (also `--metadata-dir`).
+    METADATA_DIRS: PathBuf = "ozone.metadata.dirs", None, [Datanode];
+    /// Block tokens: the OM signs one per block, datanodes check it.
+    BLOCK_TOKEN_ENABLED: bool = "hdds.block.token.enabled", Some("false"), [Om, Datanode];
+    /// File holding the shared block-token secret (at least 32 bytes).
+    BLOCK_TOKEN_SECRET_FILE: PathBuf = "hdds.block.token.secret.file", None, [Om, Datanode];
+    /// Lifetime of a block token.
+    BLOCK_TOKEN_EXPIRY: Duration = "hdds.block.token.expiry.time", Some("24h"), [Om];
+}
+
+/// The declaration of `name`.
+pub fn find(name: &str) -> Option<&'static KeyDef> {
+    ALL.iter().find(|k| k.name == name)
+}
+
+/// The declared key closest to an unknown `name` (a likely typo).
+pub fn closest(name: &str) -> Option<&'static str> {
+    ALL.iter()
+        .map(|k| (edit_distance(name, k.name), k.name))
+        .filter(|(d, _)| *d <= 3.max(name.len() / 6))
+        .min()
+        .map(|(_, n)| n)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The Markdown table of every key (the README's configuration table).
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| Key | Type | Default | Read by | What it does |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for k in ALL {
+        let roles: Vec<&str> = k.roles.iter().map(|r| r.as_str()).collect();
+        let default = match k.default {
+            None => "(unset)".to_string(),
+            Some("") => "(empty)".to_string(),
+            Some(d) => format!("`{d}`"),
+        };
+        let kind = if k.kind == "choice" {
+            k.allowed.to_string()
+        } else {
+            k.kind.to_string()
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            k.name,
+            kind,
+            default,
+            roles.join(", "),
+            k.doc()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_are_sound() {
+        let mut names = std::collections::BTreeSet::new();
+        for k in ALL {
+            assert!(names.insert(k.name), "{} declared twice", k.name);
+            if let Some(d) = k.default {
+                assert!((k.valid)(d), "default {d:?} of {} does not parse", k.name);
+            }
+            assert!(!k.doc().is_empty() && !k.roles.is_empty(), "{}", k.name);
+        }
+        assert_eq!(find("ozone.client.verify.checksum").unwrap().kind, "bool");
+    }
+
+    /// The README's configuration table is this declaration's.
+    #[test]
+    fn readme_table_is_current() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let begin = "<!-- config-table:begin -->\n";
+        let start = readme.find(begin).expect("README config table markers") + begin.len();
+        let end = readme.find("<!-- config-table:end -->").unwrap();
+        assert!(
+            readme[start..end] == markdown_table(),
+            "README.md's configuration table is stale: replace it with `ozone config --markdown`"
+        );
+    }
+
+    #[test]
+    fn typos_find_the_key_meant() {
+        assert_eq!(
+            closest("ozone.client.verfy.checksum"),
+            Some("ozone.client.verify.checksum")
+        );
+        assert_eq!(
+            closest("ozone.client.read.shortcircuit"),
+            Some("ozone.client.read.short-circuit")
+        );
+        assert_eq!(closest("ozone.something.else.entirely"), None);
+    }
+}

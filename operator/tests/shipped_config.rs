@@ -1,0 +1,117 @@
+//! Every configuration this repo ships, loaded into the real parsers of the
+//! roles that read it: the `ozone.conf` the operator renders for each example
+//! cluster (OM, datanode, client, sidecar), the HBase workload policy
+//! (sidecar and its client), and every key named in the docs.
+
+use std::path::Path;
+
+use ozone_common::config::{self as keys, Conf};
+use ozone_operator::crd::OzoneCluster;
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Every role's parser accepts `conf`, and no key in it is unknown.
+fn every_role_accepts(what: &str, conf: &Conf) {
+    assert!(
+        conf.unknown().is_empty(),
+        "{what}: unknown keys {:?}",
+        conf.unknown()
+    );
+    conf.validate().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let dir = Path::new("/var/lib/ozone");
+    ozone_om::server::OmConfig::for_dir(dir.join("om"), conf)
+        .unwrap_or_else(|e| panic!("{what} (OM): {e}"));
+    ozone_datanode::config::DatanodeConfig::for_dir(dir, "om:9862", "node1", conf)
+        .unwrap_or_else(|e| panic!("{what} (datanode): {e}"));
+    ozone_client::ClientConfig::from_conf("om:9862", conf)
+        .unwrap_or_else(|e| panic!("{what} (client): {e}"));
+    ozone_sidecar::policy::Policy::from_conf(conf)
+        .unwrap_or_else(|e| panic!("{what} (sidecar): {e}"));
+}
+
+#[test]
+fn rendered_cluster_config_is_read_by_every_role() {
+    for example in ["examples/minimal.yaml", "examples/production.yaml"] {
+        let mut c: OzoneCluster = serde_yaml::from_str(&read(example)).unwrap();
+        // Block tokens need the secret file the pod mounts; the parsers are
+        // checked without it here.
+        c.spec.security.block_tokens = false;
+        let name = c.metadata.name.clone().unwrap();
+        let text = ozone_operator::builders::config_text(&c, &name, "storage");
+        let conf = Conf::parse(&text, example).unwrap();
+        every_role_accepts(example, &conf);
+        let client = ozone_client::ClientConfig::from_conf("om:9862", &conf).unwrap();
+        assert_eq!(
+            client.verify_checksum, c.spec.client_defaults.verify_checksum,
+            "{example}"
+        );
+        assert_eq!(
+            conf.opt(&keys::DOMAIN_SOCKET_PATH).unwrap().is_some(),
+            c.spec.short_circuit.enabled
+        );
+    }
+}
+
+/// The policy block of the HBase example (`policy.conf: |`).
+fn hbase_policy() -> String {
+    let text = read("examples/workloads/hbase-regionserver.yaml");
+    let doc = text
+        .split("\n---\n")
+        .find(|d| d.contains("kind: ConfigMap"))
+        .unwrap();
+    let v: serde_yaml::Value = serde_yaml::from_str(doc).unwrap();
+    v["data"]["policy.conf"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_hbase_policy_is_read_by_the_sidecar_and_its_client() {
+    let mut conf = Conf::parse(&hbase_policy(), "hbase policy.conf").unwrap();
+    assert!(conf.unknown().is_empty(), "{:?}", conf.unknown());
+    conf.validate().unwrap();
+    let p = ozone_sidecar::policy::Policy::from_conf(&conf).unwrap();
+    assert!(!p.verify_checksum && !p.allow_verify_override && p.passthrough);
+    assert_eq!(p.short_circuit, keys::ShortCircuitMode::Auto);
+    // The sidecar builds its client from the same file, with the node's
+    // socket directory.
+    conf.set(keys::DOMAIN_SOCKET_PATH.name, "/var/lib/ozone/sockets");
+    let client = ozone_client::ClientConfig::from_conf("om:9862", &conf).unwrap();
+    assert!(client.short_circuit.is_some());
+}
+
+#[test]
+fn every_key_the_docs_name_is_declared() {
+    let mut files = vec![
+        "README.md".to_string(),
+        "e2e/README.md".into(),
+        "examples/workloads/hbase-regionserver.yaml".into(),
+        "charts/ozone-operator/values.yaml".into(),
+    ];
+    for e in std::fs::read_dir(format!("{}/../docs", env!("CARGO_MANIFEST_DIR"))).unwrap() {
+        let e = e.unwrap();
+        files.push(format!("docs/{}", e.file_name().to_str().unwrap()));
+    }
+    let mut seen = 0;
+    for f in files {
+        let text = read(&f);
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-')) {
+            let word = word.trim_end_matches('.');
+            if !(word.starts_with("ozone.") || word.starts_with("hdds.")) {
+                continue;
+            }
+            if ["ozone.conf", "ozone.proto", "ozone.v1"].contains(&word)
+                || word.starts_with("ozone.v1.")
+            {
+                continue;
+            }
+            assert!(
+                keys::find(word).is_some(),
+                "{f} names {word}, which no role reads (closest: {:?})",
+                keys::closest(word)
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen > 20, "only {seen} key mentions found");
+}
