@@ -656,9 +656,9 @@ class Run:
         code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
         logs = podman("logs", name, check=False).stderr
         assert code == "0" and stopped["secs"] < GRACE, (code, stopped)
-        m = re.search(r"sidecar draining inflight=(\d+)", logs)
-        assert m and int(m.group(1)) >= 1, f"no in-flight read when draining: {logs[-800:]}"
-        return f"SIGTERM with {m.group(1)} read in flight: the read finished bit-exact, then the sidecar exited 0 in {stopped['secs']:.1f}s"
+        m = re.search(r"sidecar draining inflight=(\d+) open_streams=(\d+)", logs)
+        assert m and int(m.group(2)) >= 1, f"no open stream when draining: {logs[-800:]}"
+        return f"SIGTERM with {m.group(2)} stream open ({m.group(1)} request in flight): the read finished bit-exact and closed, then the sidecar exited 0 in {stopped['secs']:.1f}s"
 
     def graceful_stop(self):
         running = podman("ps", "--filter", f"label={LABEL}", "--format", "{{.Names}}").stdout.split()

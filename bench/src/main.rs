@@ -455,7 +455,11 @@ async fn bench(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    ozone_common::exit::code(run_main())
+}
+
+fn run_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Some(Cmd::Om(args)) => {

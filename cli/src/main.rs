@@ -19,7 +19,8 @@ use tokio::io::AsyncWriteExt;
 #[command(
     name = "ozone",
     version,
-    about = "Ozone object store: shell, admin and local cluster"
+    about = "Ozone object store: shell, admin and local cluster",
+    after_help = "Example: ozone --om om:9862 sh volume ls"
 )]
 struct Cli {
     /// OM address, host:port.
@@ -46,24 +47,30 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Volume, bucket and key commands.
+    #[command(after_help = "Example: ozone sh key put /vol1/bucket1/file.bin ./file.bin")]
     Sh {
         #[command(subcommand)]
         cmd: ShCmd,
     },
     /// Cluster administration.
+    #[command(after_help = "Example: ozone admin datanode list")]
     Admin {
         #[command(subcommand)]
         cmd: AdminCmd,
     },
     /// A local cluster of processes.
+    #[command(after_help = "Example: ozone local up --dir /tmp/ozone --datanodes 3")]
     Local {
         #[command(subcommand)]
         cmd: LocalCmd,
     },
     /// Prints the effective configuration of a role: every key it reads,
     /// its value and where the value came from (default, file, --set, env,
-    /// flag). Example: `ozone --conf ozone.conf config --role datanode`.
-    #[command(alias = "getconf")]
+    /// flag).
+    #[command(
+        alias = "getconf",
+        after_help = "Example: ozone --conf /etc/ozone/ozone.conf config --role datanode"
+    )]
     Config {
         /// om, datanode, client or sidecar.
         #[arg(long, default_value = "client")]
@@ -73,16 +80,29 @@ enum Cmd {
         markdown: bool,
     },
     /// Starts a local cluster, writes and reads a few hundred MiB, reports.
+    #[command(after_help = "Example: ozone demo")]
     Demo(demo::DemoArgs),
     /// Runs the OM (Ozone Manager).
+    #[command(
+        after_help = "Example: ozone om --metadata-dir /data/om --conf /etc/ozone/ozone.conf"
+    )]
     Om(ozone_om::cmd::OmArgs),
     /// Runs a datanode.
+    #[command(
+        after_help = "Example: ozone datanode --om om:9862 --data-dir /data/dn --metadata-dir /data/meta"
+    )]
     Datanode(ozone_datanode::cmd::DatanodeArgs),
     /// Runs a client sidecar (what `ozone-sidecar` runs).
+    #[command(
+        after_help = "Example: ozone sidecar --om om:9862 --socket /var/run/ozone/sidecar.sock --domain-socket-dir /var/lib/ozone/sockets --conf /etc/ozone-sidecar/policy.conf"
+    )]
     Sidecar(ozone_sidecar::cmd::SidecarArgs),
     /// Prepares a datanode's host directories (the root init step of a
     /// datanode pod): creates them, hands them to OWNER, never
     /// world-writable, and checks the socket directory as the datanode will.
+    #[command(
+        after_help = "Example: ozone prepare-dirs --owner 1000:1000 --socket-dir /var/lib/ozone/sockets --data-dir /host-data/storage-ozone"
+    )]
     PrepareDirs {
         /// Owner as UID:GID.
         #[arg(long)]
@@ -99,16 +119,19 @@ enum Cmd {
 #[derive(Subcommand)]
 enum ShCmd {
     /// Volume commands.
+    #[command(after_help = "Example: ozone sh volume create /vol1")]
     Volume {
         #[command(subcommand)]
         cmd: VolumeCmd,
     },
     /// Bucket commands.
+    #[command(after_help = "Example: ozone sh bucket create /vol1/bucket1")]
     Bucket {
         #[command(subcommand)]
         cmd: BucketCmd,
     },
     /// Key commands.
+    #[command(after_help = "Example: ozone sh key ls /vol1/bucket1")]
     Key {
         #[command(subcommand)]
         cmd: KeyCmd,
@@ -118,26 +141,34 @@ enum ShCmd {
 #[derive(Subcommand)]
 enum VolumeCmd {
     /// Creates /VOLUME.
+    #[command(after_help = "Example: ozone sh volume create /vol1")]
     Create { path: String },
     /// Lists volumes.
     #[command(alias = "list")]
+    #[command(after_help = "Example: ozone sh volume ls")]
     Ls,
 }
 
 #[derive(Subcommand)]
 enum BucketCmd {
     /// Creates /VOLUME/BUCKET.
+    #[command(after_help = "Example: ozone sh bucket create /vol1/bucket1")]
     Create { path: String },
     /// Lists the buckets of /VOLUME.
     #[command(alias = "list")]
+    #[command(after_help = "Example: ozone sh bucket ls /vol1")]
     Ls { path: String },
 }
 
 #[derive(Subcommand)]
 enum KeyCmd {
     /// Writes FILE to /VOLUME/BUCKET/KEY.
+    #[command(after_help = "Example: ozone sh key put /vol1/bucket1/file.bin ./file.bin")]
     Put { path: String, file: PathBuf },
     /// Reads /VOLUME/BUCKET/KEY into FILE.
+    #[command(
+        after_help = "Example: ozone --node node1 sh key get /vol1/bucket1/file.bin ./copy.bin"
+    )]
     Get {
         path: String,
         file: PathBuf,
@@ -146,6 +177,7 @@ enum KeyCmd {
         no_verify: bool,
     },
     /// Writes /VOLUME/BUCKET/KEY to standard output.
+    #[command(after_help = "Example: ozone sh key cat /vol1/bucket1/file.bin | sha256sum")]
     Cat {
         path: String,
         /// Skip checksum verification for this read.
@@ -154,23 +186,28 @@ enum KeyCmd {
     },
     /// Lists keys of /VOLUME/BUCKET (optionally with a name prefix).
     #[command(alias = "list")]
+    #[command(after_help = "Example: ozone sh key ls /vol1/bucket1 --prefix logs/")]
     Ls {
         path: String,
         #[arg(long, default_value = "")]
         prefix: String,
     },
     /// Shows a key's size, checksum settings and block locations.
+    #[command(after_help = "Example: ozone sh key info /vol1/bucket1/file.bin")]
     Info { path: String },
     /// Deletes a key.
     #[command(alias = "delete")]
+    #[command(after_help = "Example: ozone sh key rm /vol1/bucket1/file.bin")]
     Rm { path: String },
     /// Prints the key's composite CRC (from block metadata, no data read).
+    #[command(after_help = "Example: ozone sh key checksum /vol1/bucket1/file.bin")]
     Checksum { path: String },
 }
 
 #[derive(Subcommand)]
 enum AdminCmd {
     /// Datanode commands.
+    #[command(after_help = "Example: ozone admin datanode list")]
     Datanode {
         #[command(subcommand)]
         cmd: DatanodeCmd,
@@ -181,12 +218,14 @@ enum AdminCmd {
 enum DatanodeCmd {
     /// Lists datanodes: id, address, node, state, capacity and use.
     #[command(alias = "ls")]
+    #[command(after_help = "Example: ozone admin datanode list")]
     List,
 }
 
 #[derive(Subcommand)]
 enum LocalCmd {
     /// Runs an OM and datanodes in DIR until Ctrl-C or SIGTERM.
+    #[command(after_help = "Example: ozone local up --dir /tmp/ozone --datanodes 3 --sidecars")]
     Up {
         /// Directory of all cluster state (reused across runs).
         #[arg(long)]
@@ -546,15 +585,6 @@ async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
 async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> anyhow::Result<()> {
     if datanodes == 0 {
         bail!("--datanodes must be at least 1");
@@ -574,7 +604,7 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
     };
     let mut cluster = tokio::select! {
         c = LocalCluster::start(spec) => c?,
-        _ = shutdown_signal() => bail!("interrupted while starting"),
+        _ = ozone_common::signal::shutdown() => bail!("interrupted while starting"),
     };
     println!("ready om={}", cluster.om_address());
     if sidecars {
@@ -596,7 +626,7 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
         dir.display()
     );
     tokio::select! {
-        _ = shutdown_signal() => {
+        _ = ozone_common::signal::shutdown() => {
             eprintln!("stopping");
             cluster.stop().await;
             Ok(())
@@ -632,9 +662,13 @@ fn role_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::Os
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     ozone_common::logging::init();
     let cli = Cli::parse_from(role_args(std::env::args_os()));
+    ozone_common::exit::code(run(cli).await)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
         Cmd::Sh { cmd } => sh(&cli, cmd).await,
         Cmd::Admin { cmd } => admin(&cli, cmd).await,
@@ -673,6 +707,40 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(role_args(args.iter().map(std::ffi::OsString::from))).unwrap()
+    }
+
+    /// Every command's `--help` ends with an example.
+    #[test]
+    fn every_command_has_an_example() {
+        use clap::CommandFactory;
+        fn walk(c: &mut clap::Command, path: String, missing: &mut Vec<String>) {
+            let help = c.render_long_help().to_string();
+            if !help.contains("Example: ozone") {
+                missing.push(path.clone());
+            }
+            for sub in c.get_subcommands_mut() {
+                // clap's generated `help` subcommands print other commands' help.
+                if sub.get_name() != "help" {
+                    let name = format!("{path} {}", sub.get_name());
+                    walk(sub, name, missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        let mut root = Cli::command();
+        root.build();
+        assert!(
+            root.render_long_help()
+                .to_string()
+                .contains("Example: ozone")
+        );
+        for sub in root.get_subcommands_mut() {
+            if sub.get_name() != "help" {
+                let name = format!("ozone {}", sub.get_name());
+                walk(sub, name, &mut missing);
+            }
+        }
+        assert!(missing.is_empty(), "no example in the help of: {missing:?}");
     }
 
     #[test]

@@ -344,13 +344,35 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
     r.read_exact_at(0, &mut big).await.unwrap();
     assert_eq!(big, want[..10]);
 
-    // SIGTERM: the sidecar drains and exits; afterwards calls fail cleanly.
-    c.stop_sidecar("d").await;
-    assert!(!s.socket.exists(), "socket removed on exit");
-    let e = r.read_exact_at(0, &mut big).await.unwrap_err();
+    // SIGTERM with a stream open: the sidecar refuses new work, serves the
+    // open stream until the application closes it, then exits.
+    let t = Instant::now();
+    let during = async {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match app.key_info("vol", "bucket", "wal").await {
+                Err(e) if e.to_string().contains("draining") => break,
+                _ => assert!(Instant::now() < deadline, "never refused new work"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let e = app.open_key("vol", "bucket", "wal").await.err().unwrap();
+        assert!(e.to_string().contains("draining"), "{e}");
+        let mut b = vec![0u8; 1 << 20];
+        r.read_exact_at(1 << 20, &mut b).await.unwrap();
+        assert_eq!(b, want[1 << 20..2 << 20], "the open stream is served");
+        r.close().await.unwrap();
+    };
+    tokio::join!(c.stop_sidecar("d"), during);
     assert!(
-        matches!(e, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
-        "{e:?}"
+        t.elapsed() < Duration::from_secs(8),
+        "exited once the stream closed, not at the drain timeout"
+    );
+    assert!(!s.socket.exists(), "socket removed on exit");
+    let r = app.open_key("vol", "bucket", "wal").await.err().unwrap();
+    assert!(
+        matches!(r, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
+        "{r:?}"
     );
     app.delete_key("vol", "bucket", "wal").await.unwrap_err();
     tc.cluster.stop().await;

@@ -49,7 +49,7 @@ pub struct SidecarArgs {
     /// Node name (the downward API's spec.nodeName).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,
-    /// Longest wait for in-flight requests on SIGTERM.
+    /// Longest wait on SIGTERM for in-flight requests and open streams.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// File to write `socket=PATH http=ADDR` to once serving.
@@ -93,8 +93,13 @@ fn bind_unix(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
     Ok(l)
 }
 
-/// Runs a sidecar until SIGTERM or Ctrl-C, then drains: new requests are
-/// refused, in-flight ones finish (up to the drain timeout).
+/// An open stream with no request for this long no longer holds a drain.
+const DRAIN_IDLE: Duration = Duration::from_secs(1);
+
+/// Runs a sidecar until SIGTERM or Ctrl-C, then drains: new work (opens,
+/// creates, lookups) is refused, while in-flight requests and the streams
+/// already open are served until the application closes them or stops
+/// using them (up to the drain timeout).
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let conf = load(&args)?;
     let node = args.node_name.clone().unwrap_or_default();
@@ -194,19 +199,24 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     tracing::info!(socket = %args.socket.display(), %http, policy = ?state.active().policy, "sidecar serving");
 
     tokio::select! {
-        _ = signal() => {}
+        _ = ozone_common::signal::shutdown() => {}
         r = servers.join_next() => {
             if let Some(Ok(Err(e))) = r {
                 return Err(e).context("gRPC server stopped");
             }
         }
     }
-    // Drain: refuse new requests, let in-flight ones finish.
-    tracing::info!(inflight = state.inflight(), "sidecar draining");
+    // Drain: refuse new work (opens, creates, lookups); serve the streams
+    // already open until the application closes them, up to the timeout.
+    tracing::info!(
+        inflight = state.inflight(),
+        open_streams = state.open_handles(),
+        "sidecar draining"
+    );
     ready.store(false, Ordering::Release);
     state.drain();
     let deadline = Instant::now() + args.drain_timeout;
-    while state.inflight() > 0 && Instant::now() < deadline {
+    while !state.drained(DRAIN_IDLE) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = stop_tx.send(true);
@@ -262,14 +272,5 @@ async fn reload_loop(
             }
             Err(e) => tracing::warn!("config {} not reloaded: {e}", path.display()),
         }
-    }
-}
-
-async fn signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }

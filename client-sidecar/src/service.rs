@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ozone_client::{Client, ClientConfig, ClientError, KeyReader, KeyWriter, ReadStatsSnapshot};
 use ozone_common::config::{Conf, ConfigError};
@@ -104,6 +104,9 @@ pub struct State {
     next: AtomicU64,
     draining: AtomicBool,
     inflight: AtomicUsize,
+    /// Milliseconds after `born` of the last request that ended.
+    last_request: AtomicU64,
+    born: Instant,
     /// Metrics.
     pub metrics: Metrics,
     node: String,
@@ -114,6 +117,8 @@ pub struct InFlight(Arc<State>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        let now = self.0.born.elapsed().as_millis() as u64;
+        self.0.last_request.fetch_max(now, Ordering::AcqRel);
         self.0.inflight.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -136,6 +141,8 @@ impl State {
             next: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
+            last_request: AtomicU64::new(0),
+            born: Instant::now(),
             metrics,
             node,
         })
@@ -178,7 +185,8 @@ impl State {
         self.inflight.load(Ordering::Acquire)
     }
 
-    /// Admits one request unless draining.
+    /// Admits one request that starts new work (open, create, stat, list,
+    /// delete) unless draining.
     pub fn enter(self: &Arc<Self>) -> Result<InFlight, Status> {
         self.inflight.fetch_add(1, Ordering::AcqRel);
         let g = InFlight(self.clone());
@@ -189,6 +197,30 @@ impl State {
             ));
         }
         Ok(g)
+    }
+
+    /// Admits a request on a stream already open (a read, a write, a
+    /// commit): served while draining too, so that open streams finish.
+    pub fn enter_open(self: &Arc<Self>) -> InFlight {
+        self.inflight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+
+    /// Read and write streams open (not yet closed or committed).
+    pub fn open_handles(&self) -> usize {
+        lock(&self.streams).len() + lock(&self.writers).len()
+    }
+
+    /// Whether a drain may end: no request in flight, and no open stream
+    /// still in use (none, or no request for `idle`: a stream left open by
+    /// an application that has gone, as a native sidecar sees at pod
+    /// shutdown, is not waited for).
+    pub fn drained(&self, idle: Duration) -> bool {
+        if self.inflight() > 0 {
+            return false;
+        }
+        let last = Duration::from_millis(self.last_request.load(Ordering::Acquire));
+        self.open_handles() == 0 || self.born.elapsed().saturating_sub(last) >= idle
     }
 
     /// Moves the clients' read counters into the metrics.
@@ -337,7 +369,7 @@ impl State {
         verified: bool,
         buf: &mut Vec<u8>,
     ) -> Result<(), Status> {
-        let _g = self.enter()?;
+        let _g = self.enter_open();
         let s = self.stream(handle)?;
         let n = range(offset, length, s.reader.size())?;
         buf.resize(n, 0);
@@ -452,7 +484,7 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarReadRequest>,
     ) -> Result<Response<Self::ReadStreamStream>, Status> {
-        let g = self.state.enter()?;
+        let g = self.state.enter_open();
         let r = req.into_inner();
         let s = self.state.stream(r.handle)?;
         let size = s.reader.size();
@@ -547,7 +579,7 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarWriteRequest>,
     ) -> Result<Response<SidecarWriteResponse>, Status> {
-        let _g = self.state.enter()?;
+        let _g = self.state.enter_open();
         let r = req.into_inner();
         if r.data.len() as u64 > MAX_READ {
             return Err(Status::invalid_argument(format!(
@@ -568,7 +600,7 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarCommitRequest>,
     ) -> Result<Response<SidecarCommitResponse>, Status> {
-        let _g = self.state.enter()?;
+        let _g = self.state.enter_open();
         let h = req.into_inner().handle;
         let w = self.state.writer(h)?;
         let taken = w
@@ -657,8 +689,14 @@ mod drain_tests {
         // The refused request is not left counted; the admitted one is
         // until it finishes.
         assert_eq!(s.inflight(), 1);
+        // Requests on streams already open are still served, and counted.
+        let open = s.enter_open();
+        assert_eq!(s.inflight(), 2);
+        drop(open);
+        assert!(!s.drained(Duration::ZERO), "a request in flight");
         drop(g);
         assert_eq!(s.inflight(), 0);
+        assert!(s.drained(Duration::from_secs(3600)), "no open stream");
         assert_eq!(s.metrics.drain_refusals.get(), 1);
     }
 

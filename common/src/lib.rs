@@ -3,11 +3,13 @@
 
 pub mod checksum;
 pub mod config;
+pub mod exit;
 pub mod grpc;
 pub mod http;
 pub mod logging;
 pub mod names;
 pub mod shortcircuit;
+pub mod signal;
 pub mod token;
 
 /// Milliseconds since the Unix epoch.

@@ -94,7 +94,7 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
     }
     let stop = handle.shutdown_sender();
     tokio::select! {
-        _ = ozone_common_signal() => {
+        _ = ozone_common::signal::shutdown() => {
             tracing::info!("datanode stopping");
             let _ = stop.send(true);
             handle.wait().await;
@@ -102,13 +102,4 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
         _ = handle.wait() => {}
     }
     Ok(())
-}
-
-async fn ozone_common_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

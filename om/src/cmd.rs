@@ -54,10 +54,8 @@ pub async fn run(args: OmArgs) -> anyhow::Result<()> {
         std::fs::rename(&tmp, p)?;
     }
     let stop = handle.shutdown_sender();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = ozone_common::signal::shutdown() => {}
         _ = handle.wait() => return Ok(()),
     }
     tracing::info!("OM stopping");

@@ -10,7 +10,7 @@ struct Cli {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     ozone_common::logging::init();
-    ozone_om::cmd::run(Cli::parse().args).await
+    ozone_common::exit::code(ozone_om::cmd::run(Cli::parse().args).await)
 }

@@ -55,7 +55,11 @@ enum Cmd {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    ozone_common::exit::code(run_main())
+}
+
+fn run_main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Run {
             namespace,
