@@ -18,8 +18,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use ozone_cli::data;
 use ozone_cli::local::{LocalCluster, LocalSpec};
-use ozone_client::sidecar::{SidecarClient, SidecarReader};
-use ozone_client::{Client, ClientConfig, KeyReader};
+use ozone_client::sidecar::SidecarClient;
+use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::Conf;
 use rand::Rng;
 
@@ -83,27 +83,6 @@ struct Args {
 
 /// An open key read by the benchmark: directly or through a sidecar.
 #[derive(Clone)]
-enum Reader {
-    Direct(Arc<KeyReader>),
-    Sidecar(Arc<SidecarReader>),
-}
-
-impl Reader {
-    fn size(&self) -> u64 {
-        match self {
-            Reader::Direct(r) => r.size(),
-            Reader::Sidecar(r) => r.size(),
-        }
-    }
-
-    async fn read_exact_at(&self, off: u64, buf: &mut [u8]) -> ozone_client::Result<()> {
-        match self {
-            Reader::Direct(r) => r.read_exact_at(off, buf).await,
-            Reader::Sidecar(r) => r.read_exact_at(off, buf).await,
-        }
-    }
-}
-
 struct Row {
     /// Raw pread ops/s measured in rounds interleaved with this row's.
     raw_ops: f64,
@@ -174,7 +153,11 @@ fn raw_round(files: &[(std::fs::File, u64)], a: &Args, secs: f64) -> f64 {
     ops.load(Ordering::Relaxed) as f64 / secs
 }
 
-async fn client_round(readers: &[Reader], a: &Args, secs: f64) -> anyhow::Result<f64> {
+async fn client_round<R: KeyRead + 'static>(
+    readers: &[Arc<R>],
+    a: &Args,
+    secs: f64,
+) -> anyhow::Result<f64> {
     // Each reader checks its own deadline: no reliance on timers.
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
     let len = a.read_kib << 10;
@@ -201,6 +184,43 @@ async fn client_round(readers: &[Reader], a: &Args, secs: f64) -> anyhow::Result
         total += t.await??;
     }
     Ok(total as f64 / secs)
+}
+
+/// One row: the keys opened through `access`, then rounds of its reads
+/// interleaved with raw `pread` rounds of the same files (the ratio compares
+/// measurements taken side by side). Returns the client's ops/s per round,
+/// raw ops/s per round, and KiB read from disk during the client's rounds.
+async fn measure<A: KeyAccess>(
+    access: &A,
+    bucket: &str,
+    verify: bool,
+    a: &Args,
+    (all_files, raw_files): (&[PathBuf], &[(std::fs::File, u64)]),
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64)>
+where
+    A::Reader: 'static,
+{
+    let mut readers = Vec::new();
+    for k in 0..a.keys {
+        let r = access
+            .open("bench", bucket, &format!("k{k}"), Some(verify))
+            .await?;
+        readers.push(Arc::new(r));
+    }
+    warm(all_files);
+    client_round(&readers, a, a.seconds.min(1.0)).await?;
+    let mut r = Vec::new();
+    let mut raw_r = Vec::new();
+    let mut disk = 0;
+    for _ in 0..a.rounds {
+        warm(all_files);
+        raw_r.push(raw_round(raw_files, a, a.seconds));
+        warm(all_files);
+        let before = pgpgin();
+        r.push(client_round(&readers, a, a.seconds).await?);
+        disk += pgpgin() - before;
+    }
+    Ok((r, raw_r, disk))
 }
 
 async fn bench(a: Args) -> anyhow::Result<()> {
@@ -337,38 +357,14 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                     _ => mk(*bpc, path == "sc")?,
                 }
                 .with_verify_checksum(verify);
-                let mut readers = Vec::new();
-                if path == "sidecar" {
+                let files = (&all_files[..], &raw_files[..]);
+                let (r, raw_r, disk) = if path == "sidecar" {
                     let s = sidecar.as_ref().context("sidecar")?;
                     let sc = SidecarClient::unix(&s.socket)?;
-                    for k in 0..a.keys {
-                        readers.push(Reader::Sidecar(Arc::new(
-                            sc.open_key_with("bench", bucket, &format!("k{k}"), Some(verify))
-                                .await?,
-                        )));
-                    }
+                    measure(&sc, bucket, verify, &a, files).await?
                 } else {
-                    for k in 0..a.keys {
-                        readers.push(Reader::Direct(Arc::new(
-                            c.open_key("bench", bucket, &format!("k{k}")).await?,
-                        )));
-                    }
-                }
-                warm(&all_files);
-                client_round(&readers, &a, a.seconds.min(1.0)).await?;
-                // Raw pread rounds interleaved with the row's rounds: the
-                // ratio compares measurements taken side by side.
-                let mut r = Vec::new();
-                let mut raw_r = Vec::new();
-                let mut disk = 0;
-                for _ in 0..a.rounds {
-                    warm(&all_files);
-                    raw_r.push(raw_round(&raw_files, &a, a.seconds));
-                    warm(&all_files);
-                    let before = pgpgin();
-                    r.push(client_round(&readers, &a, a.seconds).await?);
-                    disk += pgpgin() - before;
-                }
+                    measure(&c, bucket, verify, &a, files).await?
+                };
                 let s = c.stats();
                 if (path == "sc" || path == "passthrough") && s.short_circuit_fallbacks > 0 {
                     eprintln!(

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use ozone_cli::local::{LocalCluster, LocalSpec};
-use ozone_client::{Client, ClientConfig};
+use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::{self as keys, Conf, Source};
 use ozone_common::names::OzonePath;
 use ozone_proto::{KeyInfo, NodeState};
@@ -379,20 +379,33 @@ fn print_key(k: &KeyInfo) {
     }
 }
 
-/// Key commands through a sidecar.
-async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()> {
-    let sc = ozone_client::sidecar::SidecarClient::unix(socket)?;
-    let ShCmd::Key { cmd } = cmd else {
-        bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
-    };
+/// What a key command moved, for its summary line.
+struct Moved {
+    verb: &'static str,
+    bytes: u64,
+    secs: f64,
+    detail: String,
+}
+
+/// Runs a key command through either client (the cluster or a sidecar).
+async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Moved>> {
+    let t = Instant::now();
     match cmd {
         KeyCmd::Put { path, file } => {
             let (v, b, k) = OzonePath::key_path(path)?;
             let f = tokio::fs::File::open(file)
                 .await
                 .with_context(|| format!("opening {}", file.display()))?;
-            let key = sc.put_key(&v, &b, &k, f).await?;
-            eprintln!("wrote {} to {path} through the sidecar", human(key.size));
+            let key = a
+                .put(&v, &b, &k, f)
+                .await
+                .with_context(|| format!("writing {} to {path}", file.display()))?;
+            return Ok(Some(Moved {
+                verb: "wrote",
+                bytes: key.size,
+                secs: t.elapsed().as_secs_f64(),
+                detail: format!("to {path}, {} block(s)", key.blocks.len()),
+            }));
         }
         KeyCmd::Get {
             path,
@@ -400,23 +413,27 @@ async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()>
             no_verify,
         } => {
             let (v, b, k) = OzonePath::key_path(path)?;
-            let verify = no_verify.then_some(false);
-            let r = sc.open_key_with(&v, &b, &k, verify).await?;
-            let mut f = tokio::fs::File::create(file).await?;
-            let n = r.copy_to(&mut f).await?;
+            let r = a.open(&v, &b, &k, no_verify.then_some(false)).await?;
+            let mut f = tokio::fs::File::create(file)
+                .await
+                .with_context(|| format!("creating {}", file.display()))?;
+            let n = r
+                .copy_to(&mut f)
+                .await
+                .with_context(|| format!("reading {path} into {}", file.display()))?;
             f.sync_all().await?;
-            eprintln!(
-                "read {} from {path} through the sidecar (verify-checksum {})",
-                human(n),
-                r.verify_checksum()
-            );
+            let verify = r.verify_checksum();
             r.close().await?;
+            return Ok(Some(Moved {
+                verb: "read",
+                bytes: n,
+                secs: t.elapsed().as_secs_f64(),
+                detail: format!("from {path} (verify-checksum {verify})"),
+            }));
         }
         KeyCmd::Cat { path, no_verify } => {
             let (v, b, k) = OzonePath::key_path(path)?;
-            let r = sc
-                .open_key_with(&v, &b, &k, no_verify.then_some(false))
-                .await?;
+            let r = a.open(&v, &b, &k, no_verify.then_some(false)).await?;
             let mut out = tokio::io::stdout();
             r.copy_to(&mut out).await?;
             out.flush().await?;
@@ -424,29 +441,48 @@ async fn sh_sidecar(socket: &std::path::Path, cmd: &ShCmd) -> anyhow::Result<()>
         }
         KeyCmd::Ls { path, prefix } => {
             let (v, b) = OzonePath::bucket_path(path)?;
-            for k in sc.list_keys(&v, &b, prefix).await? {
+            for k in a.list(&v, &b, prefix).await? {
                 println!("{}\t{}", k.size, k.name);
             }
         }
         KeyCmd::Info { path } => {
             let (v, b, k) = OzonePath::key_path(path)?;
-            print_key(&sc.key_info(&v, &b, &k).await?);
+            print_key(&a.info(&v, &b, &k).await?);
         }
         KeyCmd::Rm { path } => {
             let (v, b, k) = OzonePath::key_path(path)?;
-            sc.delete_key(&v, &b, &k).await?;
+            a.delete(&v, &b, &k).await?;
             println!("deleted {path}");
         }
-        KeyCmd::Checksum { .. } => {
-            bail!("key checksum is not served by the sidecar; drop --sidecar")
-        }
+        KeyCmd::Checksum { .. } => bail!("key checksum is served by the cluster only"),
     }
-    Ok(())
+    Ok(None)
+}
+
+fn summary(m: &Moved, tail: &str) {
+    eprintln!(
+        "{} {} {} in {:.2}s ({:.1} MiB/s){tail}",
+        m.verb,
+        human(m.bytes),
+        m.detail,
+        m.secs,
+        m.bytes as f64 / (1 << 20) as f64 / m.secs.max(1e-9),
+    );
 }
 
 async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
     if let Some(socket) = cli.conf()?.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
-        return sh_sidecar(&socket, cmd).await;
+        let ShCmd::Key { cmd } = cmd else {
+            bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
+        };
+        if matches!(cmd, KeyCmd::Checksum { .. }) {
+            bail!("key checksum is not served by the sidecar; drop --sidecar");
+        }
+        let sc = ozone_client::sidecar::SidecarClient::unix(&socket)?;
+        if let Some(m) = key_cmd(&sc, cmd).await? {
+            summary(&m, " through the sidecar");
+        }
+        return Ok(());
     }
     let client = cli.client()?;
     match cmd {
@@ -478,83 +514,28 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 }
             }
         },
-        ShCmd::Key { cmd } => match cmd {
-            KeyCmd::Put { path, file } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                let t = Instant::now();
-                let key = client
-                    .put_file(&v, &b, &k, file)
-                    .await
-                    .with_context(|| format!("writing {} to {path}", file.display()))?;
-                let secs = t.elapsed().as_secs_f64();
-                eprintln!(
-                    "wrote {} to {path} in {secs:.2}s ({:.1} MiB/s), {} block(s)",
-                    human(key.size),
-                    key.size as f64 / (1 << 20) as f64 / secs.max(1e-9),
-                    key.blocks.len()
-                );
-            }
-            KeyCmd::Get {
-                path,
-                file,
-                no_verify,
-            } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                let client = if *no_verify {
-                    client.with_verify_checksum(false)
-                } else {
-                    client
-                };
-                let t = Instant::now();
-                let n = client
-                    .get_file(&v, &b, &k, file)
-                    .await
-                    .with_context(|| format!("reading {path} into {}", file.display()))?;
-                let secs = t.elapsed().as_secs_f64();
+        ShCmd::Key {
+            cmd: KeyCmd::Checksum { path },
+        } => {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            let c = client.key_checksum(&v, &b, &k).await?;
+            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
+        }
+        ShCmd::Key { cmd } => {
+            if let Some(m) = key_cmd(&client, cmd).await? {
                 let s = client.stats();
-                eprintln!(
-                    "read {} from {path} in {secs:.2}s ({:.1} MiB/s); node-local replica: {} bytes, remote: {} bytes, short-circuit: {} bytes",
-                    human(n),
-                    n as f64 / (1 << 20) as f64 / secs.max(1e-9),
-                    s.local_bytes,
-                    s.remote_bytes,
-                    s.short_circuit_bytes
-                );
-                tracing::info!(short_circuit_bytes = s.short_circuit_bytes, fallbacks = ?client.short_circuit_fallbacks(), "read done");
-            }
-            KeyCmd::Cat { path, no_verify } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                let client = if *no_verify {
-                    client.with_verify_checksum(false)
+                let tail = if m.verb == "read" {
+                    tracing::info!(short_circuit_bytes = s.short_circuit_bytes, fallbacks = ?client.short_circuit_fallbacks(), "read done");
+                    format!(
+                        "; node-local replica: {} bytes, remote: {} bytes, short-circuit: {} bytes",
+                        s.local_bytes, s.remote_bytes, s.short_circuit_bytes
+                    )
                 } else {
-                    client
+                    String::new()
                 };
-                let r = client.open_key(&v, &b, &k).await?;
-                let mut out = tokio::io::stdout();
-                r.copy_to(&mut out).await?;
-                out.flush().await?;
+                summary(&m, &tail);
             }
-            KeyCmd::Ls { path, prefix } => {
-                let (v, b) = OzonePath::bucket_path(path)?;
-                for k in client.list_keys(&v, &b, prefix).await? {
-                    println!("{}\t{}", k.size, k.name);
-                }
-            }
-            KeyCmd::Info { path } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                print_key(&client.key_info(&v, &b, &k).await?);
-            }
-            KeyCmd::Checksum { path } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                let c = client.key_checksum(&v, &b, &k).await?;
-                println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
-            }
-            KeyCmd::Rm { path } => {
-                let (v, b, k) = OzonePath::key_path(path)?;
-                client.delete_key(&v, &b, &k).await?;
-                println!("deleted {path}");
-            }
-        },
+        }
     }
     Ok(())
 }

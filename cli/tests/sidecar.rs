@@ -535,3 +535,49 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
     }
     tc.cluster.stop().await;
 }
+
+/// The same key code run through both clients: the cluster directly and a
+/// sidecar (`KeyAccess` / `KeyRead`).
+async fn one_key_lifecycle<A: ozone_client::KeyAccess>(a: &A, name: &str) {
+    use ozone_client::KeyRead;
+    let want = data::bytes(name.len() as u64, (2 << 20) + 123);
+    let k = a.put("vol", "bucket", name, &want[..]).await.unwrap();
+    assert_eq!(k.size, want.len() as u64);
+    assert_eq!(a.info("vol", "bucket", name).await.unwrap().size, k.size);
+    let listed = a.list("vol", "bucket", name).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let r = a.open("vol", "bucket", name, Some(false)).await.unwrap();
+    assert!(!r.verify_checksum());
+    assert_eq!(r.size(), want.len() as u64);
+    let mut buf = vec![0u8; 4096];
+    r.verified_read_at(1 << 20, &mut buf).await.unwrap();
+    assert_eq!(buf, want[1 << 20..(1 << 20) + 4096]);
+    assert_eq!(
+        r.read_at(want.len() as u64 - 100, &mut buf).await.unwrap(),
+        100
+    );
+    let e = r
+        .read_exact_at(want.len() as u64, &mut buf)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::OutOfRange { .. }), "{e:?}");
+    let mut all = Vec::new();
+    assert_eq!(r.copy_to(&mut all).await.unwrap(), want.len() as u64);
+    assert_eq!(all, want);
+    r.close().await.unwrap();
+    a.delete("vol", "bucket", name).await.unwrap();
+    let e = a.open("vol", "bucket", name, None).await.err().unwrap();
+    assert!(matches!(e, ClientError::NotFound(_)), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_interface_for_the_cluster_and_the_sidecar() {
+    let mut tc = cluster(3, &[]).await;
+    let c = &mut tc.cluster;
+    let direct = client(c, Some("node1"), &[]);
+    bucket(&direct).await;
+    let s = c.start_sidecar("node1", "ka", &[]).await.unwrap();
+    one_key_lifecycle(&direct, "direct").await;
+    one_key_lifecycle(&SidecarClient::unix(&s.socket).unwrap(), "through-sidecar").await;
+    tc.cluster.stop().await;
+}

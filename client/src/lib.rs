@@ -13,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 pub mod config;
 pub mod error;
 pub mod file_checksum;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use ozone_proto::*;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+pub use access::{KeyAccess, KeyRead};
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
 pub use reader::KeyReader;

@@ -122,12 +122,40 @@ impl KeyReader {
     }
 
     fn verifying(&self) -> bool {
-        self.verify && self.checksum.kind() != ChecksumType::None
+        self.verifying_with(self.verify)
+    }
+
+    fn verifying_with(&self, verify: bool) -> bool {
+        verify && self.checksum.kind() != ChecksumType::None
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns the count (short
     /// only at the end of the key; 0 at the end).
     pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_at_with(offset, buf, self.verify).await
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` with checksums verified,
+    /// whatever this stream's setting (HBase's fallback reader after an
+    /// HFile checksum failure).
+    pub async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len())?;
+        self.read_at_with(offset, buf, true).await.map(|_| ())
+    }
+
+    fn check_range(&self, offset: u64, len: usize) -> Result<()> {
+        let size = self.key.size;
+        if offset.checked_add(len as u64).is_none_or(|e| e > size) {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: len as u64,
+                size,
+            });
+        }
+        Ok(())
+    }
+
+    async fn read_at_with(&self, offset: u64, buf: &mut [u8], verify: bool) -> Result<usize> {
         let size = self.key.size;
         if offset > size {
             return Err(ClientError::OutOfRange {
@@ -145,7 +173,7 @@ impl KeyReader {
             let pos = offset + done as u64;
             let in_block = pos - b.offset;
             let n = ((b.length - in_block) as usize).min(len - done);
-            self.read_block(b, in_block, &mut buf[done..done + n])
+            self.read_block(b, in_block, &mut buf[done..done + n], verify)
                 .await?;
             done += n;
             i += 1;
@@ -155,17 +183,7 @@ impl KeyReader {
 
     /// Reads exactly `buf.len()` bytes at `offset`.
     pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let size = self.key.size;
-        if offset
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > size)
-        {
-            return Err(ClientError::OutOfRange {
-                offset,
-                len: buf.len() as u64,
-                size,
-            });
-        }
+        self.check_range(offset, buf.len())?;
         self.read_at(offset, buf).await.map(|_| ())
     }
 
@@ -234,7 +252,13 @@ impl KeyReader {
     }
 
     /// Fills `out` from `len(out)` bytes at `offset` of block `b`.
-    async fn read_block(&self, b: &KeyBlock, offset: u64, out: &mut [u8]) -> Result<()> {
+    async fn read_block(
+        &self,
+        b: &KeyBlock,
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<()> {
         let id = b
             .block
             .as_ref()
@@ -247,7 +271,7 @@ impl KeyReader {
                         && sc.usable(&dn.id).await))
             {
                 let r = match sc.open(&dn.id, id, &b.token).await {
-                    Ok(blk) => sc.read(&blk, offset, out, self.verifying()),
+                    Ok(blk) => sc.read(&blk, offset, out, self.verifying_with(verify)),
                     Err(e) => Err(e),
                 };
                 match r {
@@ -270,7 +294,10 @@ impl KeyReader {
                     }
                 }
             }
-            match self.read_replica(dn, id, &b.token, offset, out).await {
+            match self
+                .read_replica(dn, id, &b.token, offset, out, verify)
+                .await
+            {
                 Ok(()) => {
                     self.account(dn, out.len() as u64);
                     return Ok(());
@@ -291,6 +318,7 @@ impl KeyReader {
         token: &[u8],
         offset: u64,
         out: &mut [u8],
+        verify: bool,
     ) -> Result<(), ReplicaError> {
         let mut client = self
             .inner
@@ -307,14 +335,14 @@ impl KeyReader {
                     block: Some(*id),
                     offset: pos,
                     len: n as u64,
-                    with_checksums: self.verifying(),
+                    with_checksums: self.verifying_with(verify),
                     token: token.to_vec(),
                     coarse_checksums: false,
                 })
                 .await
                 .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
                 .into_inner();
-            self.check_piece(&r, pos, n as u64)?;
+            self.check_piece(&r, pos, n as u64, verify)?;
             let skip = (pos - r.data_offset) as usize;
             out[done..done + n].copy_from_slice(&r.data[skip..skip + n]);
             done += n;
@@ -324,7 +352,13 @@ impl KeyReader {
 
     /// Checks that a piece covers `pos..pos+len` and, when verifying, that
     /// its checksums match.
-    fn check_piece(&self, r: &ReadChunkResponse, pos: u64, len: u64) -> Result<(), ReplicaError> {
+    fn check_piece(
+        &self,
+        r: &ReadChunkResponse,
+        pos: u64,
+        len: u64,
+        verify: bool,
+    ) -> Result<(), ReplicaError> {
         let end = r.data_offset + r.data.len() as u64;
         if r.data_offset > pos || end < pos + len {
             return Err(ReplicaError::Other(format!(
@@ -333,7 +367,7 @@ impl KeyReader {
                 pos + len
             )));
         }
-        if self.verifying() {
+        if self.verifying_with(verify) {
             let cd = r
                 .checksum
                 .as_ref()
@@ -375,7 +409,7 @@ impl KeyReader {
                 let mut pos = 0u64;
                 while pos < b.length {
                     let n = ((b.length - pos) as usize).min(buf.len());
-                    self.read_block(b, pos, &mut buf[..n]).await?;
+                    self.read_block(b, pos, &mut buf[..n], self.verify).await?;
                     w.write_all(&buf[..n]).await?;
                     pos += n as u64;
                 }
@@ -455,7 +489,7 @@ impl KeyReader {
             if len == 0 {
                 return Err(ReplicaError::Other("empty piece".into()));
             }
-            self.check_piece(&r, *pos, len)?;
+            self.check_piece(&r, *pos, len, self.verify)?;
             let skip = (*pos - r.data_offset) as usize;
             let piece: Bytes = r.data.slice(skip..skip + len as usize);
             w.write_all(&piece)

@@ -1,0 +1,230 @@
+//! One way to read and write keys: [`KeyAccess`] and [`KeyRead`],
+//! implemented by the direct client ([`Client`], [`KeyReader`]) and by the
+//! sidecar client ([`SidecarClient`], [`SidecarReader`]), so that code
+//! above them (the CLI, the benchmark) is written once.
+
+use std::future::Future;
+
+use ozone_proto::KeyInfo;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::sidecar::{SidecarClient, SidecarReader};
+use crate::{Client, KeyReader, Result};
+
+/// Key operations of a client.
+pub trait KeyAccess: Send + Sync {
+    /// An open key.
+    type Reader: KeyRead;
+
+    /// Opens a key for reading; `verify` overrides the client's
+    /// verify-checksum default for this stream (a sidecar may refuse it).
+    fn open(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        verify: Option<bool>,
+    ) -> impl Future<Output = Result<Self::Reader>> + Send;
+
+    /// Writes a key from `data`; returns the committed key.
+    fn put<R: AsyncRead + Unpin + Send>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        data: R,
+    ) -> impl Future<Output = Result<KeyInfo>> + Send;
+
+    /// A key's metadata.
+    fn info(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<KeyInfo>> + Send;
+
+    /// The keys of a bucket whose names start with `prefix`.
+    fn list(
+        &self,
+        volume: &str,
+        bucket: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send;
+
+    /// Deletes a key.
+    fn delete(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Reads of an open key.
+pub trait KeyRead: Send + Sync {
+    /// Key length.
+    fn size(&self) -> u64;
+
+    /// Whether this stream verifies checksums.
+    fn verify_checksum(&self) -> bool;
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> impl Future<Output = Result<usize>> + Send;
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8])
+    -> impl Future<Output = Result<()>> + Send;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, verified whatever the
+    /// stream's setting.
+    fn verified_read_at(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Copies the whole key into `w`; returns the bytes copied.
+    fn copy_to<W: AsyncWrite + Unpin + Send>(
+        &self,
+        w: &mut W,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Ends the stream.
+    fn close(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl KeyAccess for Client {
+    type Reader = KeyReader;
+
+    async fn open(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        verify: Option<bool>,
+    ) -> Result<KeyReader> {
+        let mut r = self.open_key(volume, bucket, key).await?;
+        if let Some(v) = verify {
+            r.set_verify_checksum(v);
+        }
+        Ok(r)
+    }
+
+    async fn put<R: AsyncRead + Unpin + Send>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        data: R,
+    ) -> Result<KeyInfo> {
+        self.put_key(volume, bucket, key, data).await
+    }
+
+    async fn info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
+        self.key_info(volume, bucket, key).await
+    }
+
+    async fn list(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
+        self.list_keys(volume, bucket, prefix).await
+    }
+
+    async fn delete(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
+        self.delete_key(volume, bucket, key).await
+    }
+}
+
+impl KeyRead for KeyReader {
+    fn size(&self) -> u64 {
+        KeyReader::size(self)
+    }
+
+    fn verify_checksum(&self) -> bool {
+        KeyReader::verify_checksum(self)
+    }
+
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        KeyReader::read_at(self, offset, buf).await
+    }
+
+    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        KeyReader::read_exact_at(self, offset, buf).await
+    }
+
+    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        KeyReader::verified_read_at(self, offset, buf).await
+    }
+
+    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
+        KeyReader::copy_to(self, w).await
+    }
+
+    async fn close(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl KeyAccess for SidecarClient {
+    type Reader = SidecarReader;
+
+    async fn open(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        verify: Option<bool>,
+    ) -> Result<SidecarReader> {
+        self.open_key_with(volume, bucket, key, verify).await
+    }
+
+    async fn put<R: AsyncRead + Unpin + Send>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        data: R,
+    ) -> Result<KeyInfo> {
+        self.put_key(volume, bucket, key, data).await
+    }
+
+    async fn info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
+        self.key_info(volume, bucket, key).await
+    }
+
+    async fn list(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
+        self.list_keys(volume, bucket, prefix).await
+    }
+
+    async fn delete(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
+        self.delete_key(volume, bucket, key).await
+    }
+}
+
+impl KeyRead for SidecarReader {
+    fn size(&self) -> u64 {
+        SidecarReader::size(self)
+    }
+
+    fn verify_checksum(&self) -> bool {
+        SidecarReader::verify_checksum(self)
+    }
+
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        SidecarReader::read_at(self, offset, buf).await
+    }
+
+    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        SidecarReader::read_exact_at(self, offset, buf).await
+    }
+
+    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        SidecarReader::verified_read_at(self, offset, buf).await
+    }
+
+    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
+        SidecarReader::copy_to(self, w).await
+    }
+
+    async fn close(self) -> Result<()> {
+        SidecarReader::close(self).await
+    }
+}
