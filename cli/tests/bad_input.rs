@@ -273,3 +273,42 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     );
     tc.cluster.stop().await;
 }
+
+/// Too few datanodes for the replication asked: the OM answers
+/// RESOURCE_EXHAUSTED (no retry fixes it), and the client fails at once
+/// instead of retrying for its OM retry timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_the_om_cannot_make_fails_fast_and_typed() {
+    let tc = cluster(2, &[]).await;
+    let c = &tc.cluster;
+    let w = client(c, None, &["ozone.client.om.retry.timeout=60s"]);
+    bucket(&w).await;
+    let t = std::time::Instant::now();
+    // Right after start the OM may still wait for datanodes to report
+    // (UNAVAILABLE, which the client retries); then it knows there are two.
+    let e = w
+        .put_key("vol", "bucket", "three", &b"abc"[..])
+        .await
+        .expect_err("three replicas placed on two datanodes");
+    assert!(
+        matches!(
+            &e,
+            ClientError::Rpc {
+                code: tonic::Code::ResourceExhausted,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("cannot place 3 replicas"), "{e}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(30),
+        "retried for {:?}",
+        t.elapsed()
+    );
+    // ONE replica fits.
+    let one = client(c, None, &["ozone.replication=ONE"]);
+    one.put_key("vol", "bucket", "one", &b"abc"[..])
+        .await
+        .unwrap();
+}

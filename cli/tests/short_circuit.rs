@@ -230,6 +230,18 @@ async fn block_tokens_guard_socket_and_grpc() {
     let conn = DnConn::connect(&socket_of(c, 0), "test").await.unwrap();
     let e = conn.get_block(&id, b"").await.err().unwrap();
     assert!(e.to_string().contains("block token required"), "{e}");
+    // The kind of refusal travels typed, not as text to match.
+    assert!(
+        matches!(
+            &e,
+            ozone_client::shortcircuit::ScError::Refused {
+                refusal: ozone_proto::ScRefusal::Token,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(e.reason(), "token");
     let e = conn.get_block(&id, b"\x0a\x02garbage").await.err().unwrap();
     assert!(e.to_string().contains("token"), "{e}");
     // A token signed with another secret.

@@ -82,7 +82,7 @@ async fn accept(l: UnixListener, dn: PathBuf, state: Arc<State>) {
     }
 }
 
-async fn refuse(app: &UnixStream, why: String, state: &State) {
+async fn refuse(app: &UnixStream, refusal: ozone_proto::ScRefusal, why: String, state: &State) {
     state
         .metrics
         .passthrough
@@ -92,7 +92,10 @@ async fn refuse(app: &UnixStream, why: String, state: &State) {
     let _ = sc::send(
         app,
         CMD_ERROR | RESPONSE,
-        &ozone_proto::ScError { message: why },
+        &ozone_proto::ScError {
+            message: why,
+            refusal: refusal as i32,
+        },
         &[],
     )
     .await;
@@ -107,7 +110,7 @@ async fn relay(app: UnixStream, dn: PathBuf, state: Arc<State>) {
         );
         // Wait for the handshake so the refusal answers it.
         let _ = tokio::time::timeout(Duration::from_secs(5), sc::recv(&app)).await;
-        refuse(&app, why, &state).await;
+        refuse(&app, ozone_proto::ScRefusal::Policy, why, &state).await;
         return;
     }
     let dn_stream = match UnixStream::connect(&dn).await {
@@ -116,6 +119,7 @@ async fn relay(app: UnixStream, dn: PathBuf, state: Arc<State>) {
             let _ = tokio::time::timeout(Duration::from_secs(5), sc::recv(&app)).await;
             refuse(
                 &app,
+                ozone_proto::ScRefusal::Unreachable,
                 format!("local datanode socket {}: {e}", dn.display()),
                 &state,
             )

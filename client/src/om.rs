@@ -15,12 +15,13 @@ pub struct Om {
     retry_for: Duration,
 }
 
-/// Whether an OM error may go away by retrying.
+/// Whether an OM error may go away by retrying (the OM answers a placement
+/// it cannot make with RESOURCE_EXHAUSTED, which is not).
 pub fn transient(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-    ) && !s.message().starts_with("cannot place")
+    )
 }
 
 impl Om {

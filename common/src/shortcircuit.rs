@@ -201,6 +201,7 @@ mod tests {
         f.write_all(b"payload").unwrap();
         let msg = ozone_proto::ScError {
             message: "hello".into(),
+            refusal: ozone_proto::ScRefusal::Busy as i32,
         };
         send(&a, CMD_ERROR, &msg, &[f.as_raw_fd()]).await.unwrap();
         let fr = recv(&b).await.unwrap();

@@ -134,7 +134,12 @@ pub async fn serve(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             ctx.metrics.sc_refused("connection_limit");
-            let _ = send_error(&stream, "too many short-circuit connections").await;
+            let _ = send_error(
+                &stream,
+                ScRefusal::Busy,
+                "too many short-circuit connections",
+            )
+            .await;
             continue;
         };
         let ctx = ctx.clone();
@@ -148,12 +153,17 @@ pub async fn serve(
     let _ = std::fs::remove_file(&path);
 }
 
-async fn send_error(stream: &UnixStream, message: &str) -> Result<(), FrameError> {
+async fn send_error(
+    stream: &UnixStream,
+    refusal: ScRefusal,
+    message: &str,
+) -> Result<(), FrameError> {
     sc::send(
         stream,
         CMD_ERROR | RESPONSE,
         &ScError {
             message: message.into(),
+            refusal: refusal as i32,
         },
         &[],
     )
@@ -179,7 +189,7 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
     if let Err(m) = peer_allowed(ctx, &stream) {
         tracing::warn!("{m}");
         ctx.metrics.sc_refused("peer_not_allowed");
-        let _ = send_error(&stream, &m).await;
+        let _ = send_error(&stream, ScRefusal::Denied, &m).await;
         return;
     }
     let first =
@@ -189,6 +199,7 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
             Ok(Ok(f)) => {
                 let _ = send_error(
                     &stream,
+                    ScRefusal::Denied,
                     &format!("expected a handshake, got command {}", f.cmd),
                 )
                 .await;
@@ -196,7 +207,7 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
             }
             Ok(Err(e)) => {
                 tracing::debug!("short-circuit handshake failed: {e}");
-                let _ = send_error(&stream, &e.to_string()).await;
+                let _ = send_error(&stream, ScRefusal::Denied, &e.to_string()).await;
                 return;
             }
             Err(_) => return,
@@ -208,14 +219,24 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
     let seg = match Segment::new(ctx.cfg.slots_per_connection) {
         Ok(s) => Arc::new(s),
         Err(e) => {
-            let _ = send_error(&stream, &format!("datanode cannot create slots: {e}")).await;
+            let _ = send_error(
+                &stream,
+                ScRefusal::Error,
+                &format!("datanode cannot create slots: {e}"),
+            )
+            .await;
             return;
         }
     };
     let ro = match seg.read_only_fd() {
         Ok(fd) => fd,
         Err(e) => {
-            let _ = send_error(&stream, &format!("datanode cannot share slots: {e}")).await;
+            let _ = send_error(
+                &stream,
+                ScRefusal::Error,
+                &format!("datanode cannot share slots: {e}"),
+            )
+            .await;
             return;
         }
     };
@@ -245,7 +266,7 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
             Err(FrameError::Closed) => return,
             Err(e) => {
                 ctx.metrics.sc_refused("bad_frame");
-                let _ = send_error(stream, &e.to_string()).await;
+                let _ = send_error(stream, ScRefusal::Denied, &e.to_string()).await;
                 return;
             }
         };
@@ -253,7 +274,7 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
             CMD_GET_BLOCK => match frame.decode::<ScGetBlockRequest>() {
                 Ok(req) => get_block(ctx, stream, conn, req).await,
                 Err(e) => {
-                    let _ = send_error(stream, &e.to_string()).await;
+                    let _ = send_error(stream, ScRefusal::Denied, &e.to_string()).await;
                     return;
                 }
             },
@@ -263,13 +284,18 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
                     sc::send(stream, CMD_RELEASE | RESPONSE, &ScReleaseResponse {}, &[]).await
                 }
                 Err(e) => {
-                    let _ = send_error(stream, &e.to_string()).await;
+                    let _ = send_error(stream, ScRefusal::Denied, &e.to_string()).await;
                     return;
                 }
             },
             other => {
                 ctx.metrics.sc_refused("bad_command");
-                let _ = send_error(stream, &format!("unknown command {other}")).await;
+                let _ = send_error(
+                    stream,
+                    ScRefusal::Denied,
+                    &format!("unknown command {other}"),
+                )
+                .await;
                 return;
             }
         };
@@ -280,10 +306,15 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
 }
 
 /// Answers a GetBlock with a refusal and its reason.
-async fn refuse(stream: &UnixStream, reason: impl Into<String>) -> Result<(), FrameError> {
+async fn refuse(
+    stream: &UnixStream,
+    refusal: ScRefusal,
+    reason: impl Into<String>,
+) -> Result<(), FrameError> {
     let resp = ScGetBlockResponse {
         granted: false,
         reason: reason.into(),
+        refusal: refusal as i32,
         ..Default::default()
     };
     sc::send(stream, CMD_GET_BLOCK | RESPONSE, &resp, &[]).await
@@ -296,13 +327,13 @@ async fn get_block(
     req: ScGetBlockRequest,
 ) -> Result<(), FrameError> {
     let Some(id) = req.block else {
-        return refuse(stream, "missing block id").await;
+        return refuse(stream, ScRefusal::Denied, "missing block id").await;
     };
     if let Some(t) = &ctx.tokens
         && let Err(e) = t.verify(&req.token, &id, "READ", ozone_common::now_ms())
     {
         ctx.metrics.sc_refused("token");
-        return refuse(stream, e.to_string()).await;
+        return refuse(stream, ScRefusal::Token, e.to_string()).await;
     }
     let key = key_of(&id);
     // The slot is registered before the block is looked up, so a deletion
@@ -310,11 +341,12 @@ async fn get_block(
     let slot = match ctx.store.slots().grant(conn, key) {
         Ok(s) => s,
         Err(e) => {
-            ctx.metrics.sc_refused(match e {
-                GrantError::Deleted(..) => "deleted",
-                _ => "no_slot",
-            });
-            return refuse(stream, e.to_string()).await;
+            let (label, refusal) = match e {
+                GrantError::Deleted(..) => ("deleted", ScRefusal::Deleted),
+                _ => ("no_slot", ScRefusal::NoSlot),
+            };
+            ctx.metrics.sc_refused(label);
+            return refuse(stream, refusal, e.to_string()).await;
         }
     };
     let store = ctx.store.clone();
@@ -338,21 +370,23 @@ async fn get_block(
         Ok(Ok(x)) => x,
         Ok(Err(e)) => {
             ctx.store.slots().release(conn, slot);
-            ctx.metrics.sc_refused(match e {
-                StorageError::NotFound(..) => "not_found",
-                StorageError::NotCommitted(..) => "not_committed",
-                _ => "error",
-            });
-            return refuse(stream, e.to_string()).await;
+            let (label, refusal) = match e {
+                StorageError::NotFound(..) => ("not_found", ScRefusal::NotFound),
+                StorageError::NotCommitted(..) => ("not_committed", ScRefusal::NotCommitted),
+                _ => ("error", ScRefusal::Error),
+            };
+            ctx.metrics.sc_refused(label);
+            return refuse(stream, refusal, e.to_string()).await;
         }
         Err(e) => {
             ctx.store.slots().release(conn, slot);
-            return refuse(stream, e.to_string()).await;
+            return refuse(stream, ScRefusal::Error, e.to_string()).await;
         }
     };
     let resp = ScGetBlockResponse {
         granted: true,
         reason: String::new(),
+        refusal: ScRefusal::Unspecified as i32,
         block: Some(b.data.clone()),
         slot,
     };

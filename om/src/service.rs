@@ -222,12 +222,13 @@ impl OzoneManager for OmService {
         )
         .map_err(|e| match self.registry.warming_up() {
             // A restarted OM: datanodes re-register within a heartbeat or
-            // two; clients retry this message (it is not "cannot place").
+            // two, so UNAVAILABLE (clients retry it). Otherwise too few
+            // datanodes: RESOURCE_EXHAUSTED, which no retry fixes.
             Some(age) => Status::unavailable(format!(
                 "the OM started {:.1}s ago and waits for datanodes to report: {e}",
                 age.as_secs_f64()
             )),
-            None => Status::unavailable(e.to_string()),
+            None => Status::resource_exhausted(e.to_string()),
         })?;
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
         let sid = r.session_id;

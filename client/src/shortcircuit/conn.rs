@@ -28,8 +28,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum ScError {
     #[error("socket: {0}")]
     Socket(String),
-    #[error("refused: {0}")]
-    Refused(String),
+    #[error("refused: {message}")]
+    Refused {
+        /// The kind of refusal, as the datanode (or sidecar relay) said.
+        refusal: ozone_proto::ScRefusal,
+        /// Its explanation.
+        message: String,
+    },
     #[error("the datanode invalidated the block")]
     Invalidated,
     #[error("reading the block file: {0}")]
@@ -39,14 +44,25 @@ pub enum ScError {
 }
 
 impl ScError {
+    /// The error a peer sent.
+    pub fn from_wire(e: ozone_proto::ScError) -> Self {
+        ScError::Refused {
+            refusal: e.refusal(),
+            message: e.message,
+        }
+    }
+
     /// Metric label of the failure.
     pub fn reason(&self) -> &'static str {
         match self {
             ScError::Socket(_) => "socket",
-            ScError::Refused(m) if m.contains("token") => "token",
-            ScError::Refused(m) if m.contains("not committed") => "not_committed",
-            ScError::Refused(m) if m.contains("not found") || m.contains("deleted") => "not_found",
-            ScError::Refused(_) => "refused",
+            ScError::Refused { refusal, .. } => match refusal {
+                ScRefusal::Token => "token",
+                ScRefusal::NotCommitted => "not_committed",
+                ScRefusal::NotFound | ScRefusal::Deleted => "not_found",
+                ScRefusal::Policy => "policy",
+                _ => "refused",
+            },
             ScError::Invalidated => "invalidated",
             ScError::Io(_) => "io",
             ScError::Checksum(_) => "checksum",
@@ -152,7 +168,7 @@ impl DnConn {
         if f.cmd == CMD_ERROR | RESPONSE {
             let e: ScError = f
                 .decode::<ozone_proto::ScError>()
-                .map(|e| ScError::Refused(e.message))
+                .map(ScError::from_wire)
                 .unwrap_or_else(|e| sock(&e));
             return Err(e);
         }
@@ -223,11 +239,10 @@ impl DnConn {
             Ok(Ok(f)) if f.cmd == cmd | RESPONSE => Ok(f),
             Ok(Ok(f)) if f.cmd == CMD_ERROR | RESPONSE => {
                 self.dead.store(true, Ordering::Release);
-                Err(ScError::Refused(
-                    f.decode::<ozone_proto::ScError>()
-                        .map(|e| e.message)
-                        .unwrap_or_default(),
-                ))
+                Err(f
+                    .decode::<ozone_proto::ScError>()
+                    .map(ScError::from_wire)
+                    .unwrap_or_else(|e| ScError::Socket(e.to_string())))
             }
             Ok(Ok(f)) => {
                 self.dead.store(true, Ordering::Release);
@@ -260,7 +275,10 @@ impl DnConn {
         let mut f = self.request(CMD_GET_BLOCK, &req).await?;
         let r: ScGetBlockResponse = f.decode().map_err(|e| ScError::Socket(e.to_string()))?;
         if !r.granted {
-            return Err(ScError::Refused(r.reason));
+            return Err(ScError::Refused {
+                refusal: r.refusal(),
+                message: r.reason,
+            });
         }
         let fd = f
             .fds

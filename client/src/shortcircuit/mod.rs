@@ -421,10 +421,10 @@ impl ShortCircuit {
         }
         let end = offset + out.len() as u64;
         if end > b.size {
-            return Err(ScError::Refused(format!(
-                "read past the end of a {}-byte block",
-                b.size
-            )));
+            return Err(ScError::Refused {
+                refusal: ozone_proto::ScRefusal::Denied,
+                message: format!("read past the end of a {}-byte block", b.size),
+            });
         }
         let verify = verify && b.checksum.kind() != ozone_proto::ChecksumType::None;
         if let Some(m) = &b.map {
