@@ -24,7 +24,11 @@ use ozone_common::config::Conf;
 use rand::Rng;
 
 #[derive(Parser)]
-#[command(name = "ozone-bench", about = "Ozone read benchmark")]
+#[command(
+    name = "ozone-bench",
+    about = "Ozone read benchmark",
+    after_help = "Example: ozone-bench --json bench.json"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -43,6 +47,7 @@ enum Cmd {
     /// The primitives under the short-circuit path, alone: `pread` vs a
     /// copy from a mapping, each with and without CRC32C of the covering
     /// 4 KiB windows, and CRC32C throughput by window size.
+    #[command(after_help = "Example: ozone-bench primitives --mib 512 --threads 2")]
     Primitives {
         /// File size in MiB (created in a temporary directory).
         #[arg(long, default_value_t = 512)]

@@ -11,7 +11,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ozone-operator", version, about = "Ozone operator")]
+#[command(
+    name = "ozone-operator",
+    version,
+    about = "Ozone operator",
+    after_help = "Example: ozone-operator render -f examples/minimal.yaml"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -21,6 +26,7 @@ struct Cli {
 enum Cmd {
     /// Runs the controller (one replica: run it as a single-replica
     /// Deployment with the Recreate strategy, as the Helm chart does).
+    #[command(after_help = "Example: ozone-operator run --http-addr 0.0.0.0:8080")]
     Run {
         /// Watch one namespace only (default: all).
         #[arg(long, env = "WATCH_NAMESPACE")]
@@ -34,9 +40,13 @@ enum Cmd {
         manage_crd: bool,
     },
     /// Prints the OzoneCluster CustomResourceDefinition.
+    #[command(after_help = "Example: ozone-operator crd > crds/ozonecluster.yaml")]
     Crd,
     /// GETs an http:// URL and exits 0 on a 2xx answer (the chart's
     /// `helm test`; the image carries no curl).
+    #[command(
+        after_help = "Example: ozone-operator probe http://ozone-operator-metrics.ozone-system.svc:8080/readyz"
+    )]
     Probe {
         /// The URL, e.g. http://ozone-operator-metrics.ozone-system.svc:8080/readyz.
         url: String,
@@ -45,6 +55,7 @@ enum Cmd {
         timeout: u64,
     },
     /// Prints, offline, the objects for an OzoneCluster resource.
+    #[command(after_help = "Example: ozone-operator render -f examples/production.yaml")]
     Render {
         /// The resource (YAML).
         #[arg(short = 'f', long = "file")]
@@ -155,4 +166,28 @@ async fn probe(url: &str) -> anyhow::Result<String> {
     let line = text.lines().next().unwrap_or_default();
     let status = line.split_once(' ').map(|(_, r)| r).unwrap_or(line);
     Ok(status.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command's `--help` ends with an example.
+    #[test]
+    fn every_command_has_an_example() {
+        use clap::CommandFactory;
+        let mut root = Cli::command();
+        root.build();
+        assert!(root.render_long_help().to_string().contains("Example: "));
+        for sub in root.get_subcommands_mut() {
+            if sub.get_name() != "help" {
+                let help = sub.render_long_help().to_string();
+                assert!(
+                    help.contains("Example: ozone-operator"),
+                    "{}",
+                    sub.get_name()
+                );
+            }
+        }
+    }
 }
