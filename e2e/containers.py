@@ -412,7 +412,6 @@ class Run:
     # -- steps
 
     def write_keys(self):
-        out = mkdir(os.path.join(WORK, "writer"), 0o777)
         for argv in (["sh", "volume", "create", "/vol"], ["sh", "bucket", "create", "/vol/bkt"]):
             r = self.direct(READER_NODE, *argv)
             assert r.returncode == 0, r.stderr
@@ -422,7 +421,6 @@ class Run:
             assert r.returncode == 0, r.stderr
         r = self.direct(READER_NODE, "sh", "key", "info", "/vol/bkt/big")
         assert r.returncode == 0, r.stderr
-        shutil.rmtree(out)
         return "small 20 MiB and big 96 MiB written by the application through its sidecar"
 
     def read_through_sidecar(self):

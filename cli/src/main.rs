@@ -285,11 +285,15 @@ impl Cli {
     }
 
     fn client(&self) -> anyhow::Result<Client> {
-        let conf = self.conf()?;
+        self.client_of(&self.conf()?)
+    }
+
+    /// The cluster client for an already built configuration.
+    fn client_of(&self, conf: &Conf) -> anyhow::Result<Client> {
         let om = conf
             .opt(&keys::OM_ADDRESS)?
             .context("no OM address: pass --om HOST:PORT or set OZONE_OM_ADDRESS")?;
-        let mut cfg = ClientConfig::from_conf(&om, &conf)?;
+        let mut cfg = ClientConfig::from_conf(&om, conf)?;
         cfg.node_name = self.node.clone().filter(|n| !n.is_empty());
         Ok(Client::connect(cfg)?)
     }
@@ -471,7 +475,8 @@ fn summary(m: &Moved, tail: &str) {
 }
 
 async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
-    if let Some(socket) = cli.conf()?.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
+    let conf = cli.conf()?;
+    if let Some(socket) = conf.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
         let ShCmd::Key { cmd } = cmd else {
             bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
         };
@@ -484,7 +489,7 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let client = cli.client()?;
+    let client = cli.client_of(&conf)?;
     match cmd {
         ShCmd::Volume { cmd } => match cmd {
             VolumeCmd::Create { path } => {

@@ -93,6 +93,62 @@ pub trait KeyRead: Send + Sync {
     fn close(self) -> impl Future<Output = Result<()>> + Send;
 }
 
+/// The calls both clients make the same way.
+macro_rules! shared_key_calls {
+    () => {
+        async fn put<R: AsyncRead + Unpin + Send>(
+            &self,
+            volume: &str,
+            bucket: &str,
+            key: &str,
+            data: R,
+        ) -> Result<KeyInfo> {
+            self.put_key(volume, bucket, key, data).await
+        }
+
+        async fn info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
+            self.key_info(volume, bucket, key).await
+        }
+
+        async fn list(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
+            self.list_keys(volume, bucket, prefix).await
+        }
+
+        async fn delete(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
+            self.delete_key(volume, bucket, key).await
+        }
+    };
+}
+
+/// The reads both readers have under the same names.
+macro_rules! shared_reads {
+    ($t:ty) => {
+        fn size(&self) -> u64 {
+            <$t>::size(self)
+        }
+
+        fn verify_checksum(&self) -> bool {
+            <$t>::verify_checksum(self)
+        }
+
+        async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+            <$t>::read_at(self, offset, buf).await
+        }
+
+        async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            <$t>::read_exact_at(self, offset, buf).await
+        }
+
+        async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            <$t>::verified_read_at(self, offset, buf).await
+        }
+
+        async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
+            <$t>::copy_to(self, w).await
+        }
+    };
+}
+
 impl KeyAccess for Client {
     type Reader = KeyReader;
 
@@ -110,54 +166,13 @@ impl KeyAccess for Client {
         Ok(r)
     }
 
-    async fn put<R: AsyncRead + Unpin + Send>(
-        &self,
-        volume: &str,
-        bucket: &str,
-        key: &str,
-        data: R,
-    ) -> Result<KeyInfo> {
-        self.put_key(volume, bucket, key, data).await
-    }
-
-    async fn info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
-        self.key_info(volume, bucket, key).await
-    }
-
-    async fn list(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
-        self.list_keys(volume, bucket, prefix).await
-    }
-
-    async fn delete(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
-        self.delete_key(volume, bucket, key).await
-    }
+    shared_key_calls!();
 }
 
 impl KeyRead for KeyReader {
-    fn size(&self) -> u64 {
-        KeyReader::size(self)
-    }
+    shared_reads!(KeyReader);
 
-    fn verify_checksum(&self) -> bool {
-        KeyReader::verify_checksum(self)
-    }
-
-    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        KeyReader::read_at(self, offset, buf).await
-    }
-
-    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        KeyReader::read_exact_at(self, offset, buf).await
-    }
-
-    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        KeyReader::verified_read_at(self, offset, buf).await
-    }
-
-    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
-        KeyReader::copy_to(self, w).await
-    }
-
+    /// A direct reader holds nothing on a server.
     async fn close(self) -> Result<()> {
         Ok(())
     }
@@ -176,53 +191,11 @@ impl KeyAccess for SidecarClient {
         self.open_key_with(volume, bucket, key, verify).await
     }
 
-    async fn put<R: AsyncRead + Unpin + Send>(
-        &self,
-        volume: &str,
-        bucket: &str,
-        key: &str,
-        data: R,
-    ) -> Result<KeyInfo> {
-        self.put_key(volume, bucket, key, data).await
-    }
-
-    async fn info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
-        self.key_info(volume, bucket, key).await
-    }
-
-    async fn list(&self, volume: &str, bucket: &str, prefix: &str) -> Result<Vec<KeyInfo>> {
-        self.list_keys(volume, bucket, prefix).await
-    }
-
-    async fn delete(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
-        self.delete_key(volume, bucket, key).await
-    }
+    shared_key_calls!();
 }
 
 impl KeyRead for SidecarReader {
-    fn size(&self) -> u64 {
-        SidecarReader::size(self)
-    }
-
-    fn verify_checksum(&self) -> bool {
-        SidecarReader::verify_checksum(self)
-    }
-
-    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        SidecarReader::read_at(self, offset, buf).await
-    }
-
-    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        SidecarReader::read_exact_at(self, offset, buf).await
-    }
-
-    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        SidecarReader::verified_read_at(self, offset, buf).await
-    }
-
-    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
-        SidecarReader::copy_to(self, w).await
-    }
+    shared_reads!(SidecarReader);
 
     async fn close(self) -> Result<()> {
         SidecarReader::close(self).await

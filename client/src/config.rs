@@ -151,30 +151,4 @@ mod tests {
             "{e}"
         );
     }
-
-    /// The policy the HBase example ships builds a client configuration.
-    #[test]
-    fn shipped_hbase_policy_builds_a_client() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../examples/workloads/hbase-regionserver.yaml"
-        ))
-        .unwrap();
-        let policy: String = text
-            .lines()
-            .skip_while(|l| !l.contains("policy.conf: |"))
-            .skip(1)
-            .take_while(|l| l.starts_with("    "))
-            .map(|l| format!("{}\n", l.trim()))
-            .collect();
-        assert!(
-            policy.contains("ozone.client.read.short-circuit"),
-            "{policy}"
-        );
-        let mut conf = Conf::parse(&policy, "policy.conf").unwrap();
-        conf.set(keys::DOMAIN_SOCKET_PATH.name, "/var/lib/ozone/sockets");
-        let c = ClientConfig::from_conf("om:9862", &conf).unwrap();
-        assert!(c.short_circuit.is_some());
-        assert!(!c.verify_checksum);
-    }
 }

@@ -70,6 +70,15 @@ impl Value for PathBuf {
     }
 }
 
+/// Comma-separated items, each parsed by `item`; `None` if any fails.
+fn list<T>(text: &str, item: impl Fn(&str) -> Option<T>) -> Option<Vec<T>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(item)
+        .collect()
+}
+
 /// Comma-separated absolute paths.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Paths(pub Vec<PathBuf>);
@@ -78,11 +87,7 @@ impl Value for Paths {
     const KIND: &'static str = "paths";
     const ALLOWED: &'static str = "comma-separated absolute paths";
     fn parse(text: &str) -> Option<Self> {
-        text.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(<PathBuf as Value>::parse)
-            .collect::<Option<Vec<_>>>()
+        list(text, <PathBuf as Value>::parse)
             .filter(|v| !v.is_empty())
             .map(Paths)
     }
@@ -96,12 +101,7 @@ impl Value for Ids {
     const KIND: &'static str = "ids";
     const ALLOWED: &'static str = "comma-separated numbers";
     fn parse(text: &str) -> Option<Self> {
-        text.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().ok())
-            .collect::<Option<Vec<_>>>()
-            .map(Ids)
+        list(text, |s| s.parse().ok()).map(Ids)
     }
 }
 
