@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use ozone_cli::data;
 use ozone_cli::local::{LocalCluster, LocalSpec};
-use ozone_client::sidecar::SidecarClient;
+use ozone_client::SidecarClient;
 use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::Conf;
 use rand::Rng;

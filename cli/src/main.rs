@@ -483,7 +483,7 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
         if matches!(cmd, KeyCmd::Checksum { .. }) {
             bail!("key checksum is not served by the sidecar; drop --sidecar");
         }
-        let sc = ozone_client::sidecar::SidecarClient::unix(&socket)?;
+        let sc = ozone_client::SidecarClient::unix(&socket)?;
         if let Some(m) = key_cmd(&sc, cmd).await? {
             summary(&m, " through the sidecar");
         }

@@ -9,7 +9,7 @@ use common::*;
 use ozone_cli::data;
 use ozone_cli::local::LocalCluster;
 use ozone_client::Client;
-use ozone_client::shortcircuit::DnConn;
+use ozone_client::DnConn;
 
 /// A client on `node` reading short-circuit from that node's sockets.
 fn sc_client(c: &LocalCluster, node: &str, conf: &[&str]) -> Client {
@@ -234,7 +234,7 @@ async fn block_tokens_guard_socket_and_grpc() {
     assert!(
         matches!(
             &e,
-            ozone_client::shortcircuit::ScError::Refused {
+            ozone_client::ScError::Refused {
                 refusal: ozone_proto::ScRefusal::Token,
                 ..
             }

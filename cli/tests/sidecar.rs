@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use ozone_cli::data;
 use ozone_cli::local::{CLIENT_NODE, LocalCluster, SidecarInfo};
-use ozone_client::sidecar::SidecarClient;
+use ozone_client::SidecarClient;
 use ozone_client::{Client, ClientError};
 
 /// GET `path` from a sidecar's HTTP port.

@@ -13,16 +13,17 @@
 //! # Ok(()) }
 //! ```
 
-pub mod access;
-pub mod config;
-pub mod error;
-pub mod file_checksum;
-pub mod om;
-pub mod pool;
-pub mod reader;
-pub mod shortcircuit;
-pub mod sidecar;
-pub mod writer;
+mod access;
+mod config;
+mod error;
+mod file_checksum;
+mod om;
+mod pool;
+mod reader;
+mod replicas;
+mod shortcircuit;
+mod sidecar;
+mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,7 +36,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub use access::{KeyAccess, KeyRead};
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
+pub use file_checksum::FileChecksum;
 pub use reader::KeyReader;
+pub use shortcircuit::{DnConn, ScError};
+pub use sidecar::{SidecarClient, SidecarReader, SidecarWriter};
 pub use writer::KeyWriter;
 
 /// Read counters of a client (shared by every stream it opened).

@@ -63,9 +63,4 @@ impl Pool {
     pub fn len(&self) -> usize {
         self.channels.lock().expect("lock").len()
     }
-
-    /// True when no channel was opened yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

@@ -10,65 +10,14 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use futures::StreamExt;
 use ozone_common::checksum::{ChecksumError, Checksummer};
+use ozone_common::integrity::{IntegrityError, verify_piece};
 use ozone_proto::*;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::ClientInner;
 use crate::error::{ClientError, Result};
+use crate::replicas::{Ordered, order_replicas};
 use crate::shortcircuit::ScError;
-
-/// Most replicas of one block a reader considers.
-pub const MAX_REPLICAS: usize = 16;
-
-/// Replicas in read order, kept inline (no heap allocation per read).
-pub struct Ordered<'a> {
-    items: [Option<&'a DatanodeDetails>; MAX_REPLICAS],
-    len: usize,
-}
-
-impl<'a> Ordered<'a> {
-    /// The replicas, best first.
-    pub fn iter(&self) -> impl Iterator<Item = &'a DatanodeDetails> + '_ {
-        self.items[..self.len].iter().map(|d| d.expect("filled"))
-    }
-}
-
-/// Orders replicas for reading: known-bad last, then the reader's node
-/// (or a datanode reachable through its local socket) first, then healthy
-/// ones; otherwise the OM's order. At most [`MAX_REPLICAS`] are kept.
-pub fn order_replicas<'a>(
-    replicas: &'a [DatanodeDetails],
-    node_name: Option<&str>,
-    is_bad: impl Fn(&str) -> bool,
-    is_local: impl Fn(&str) -> bool,
-) -> Ordered<'a> {
-    let rank = |r: &DatanodeDetails| {
-        (
-            is_bad(&r.id),
-            !(is_local(&r.id) || node_name == Some(r.node_name.as_str())),
-            r.state != NodeState::Healthy as i32,
-        )
-    };
-    let mut out = Ordered {
-        items: [None; MAX_REPLICAS],
-        len: 0,
-    };
-    let mut ranks = [(false, false, false); MAX_REPLICAS];
-    for r in replicas.iter().take(MAX_REPLICAS) {
-        let k = rank(r);
-        // Stable insertion sort.
-        let mut at = out.len;
-        while at > 0 && ranks[at - 1] > k {
-            ranks[at] = ranks[at - 1];
-            out.items[at] = out.items[at - 1];
-            at -= 1;
-        }
-        ranks[at] = k;
-        out.items[at] = Some(r);
-        out.len += 1;
-    }
-    out
-}
 
 /// An open key; each reader has its own verify-checksum switch. Clones
 /// share the client and may differ in that switch.
@@ -374,21 +323,10 @@ impl KeyReader {
                 .ok_or_else(|| ReplicaError::Other("datanode sent no checksums".into()))?;
             // The datanode may answer with finer windows than the key's
             // (it keeps 4 KiB windows); they must divide the key's.
-            let key_bpc = self.checksum.bytes_per_checksum() as u64;
-            let bpc = cd.bytes_per_checksum as u64;
-            if cd.r#type != self.checksum.kind() as i32
-                || bpc == 0
-                || !key_bpc.is_multiple_of(bpc)
-                || !r.data_offset.is_multiple_of(bpc)
-            {
-                return Err(ReplicaError::Other(
-                    "datanode checksums do not match the key's checksum settings".into(),
-                ));
-            }
-            let ck = Checksummer::new(self.checksum.kind(), bpc as u32)
-                .map_err(|e| ReplicaError::Other(e.to_string()))?;
-            ck.verify(&r.data, r.data_offset / bpc, &cd.checksums)
-                .map_err(ReplicaError::Checksum)?;
+            verify_piece(&self.checksum, cd, r.data_offset, &r.data).map_err(|e| match e {
+                IntegrityError::Checksum(c) => ReplicaError::Checksum(c),
+                IntegrityError::Invalid(m) => ReplicaError::Other(m),
+            })?;
             self.inner
                 .stats
                 .checksummed_bytes

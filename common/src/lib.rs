@@ -6,6 +6,7 @@ pub mod config;
 pub mod exit;
 pub mod grpc;
 pub mod http;
+pub mod integrity;
 pub mod logging;
 pub mod names;
 pub mod shortcircuit;

@@ -1,6 +1,7 @@
 //! The Ozone datanode: block storage with window checksums, the gRPC
 //! service over it, and registration with the OM.
 
+pub mod block_key;
 pub mod cmd;
 pub mod config;
 pub mod metrics;

@@ -206,10 +206,12 @@ impl Datanode for DatanodeService {
                     size,
                 })
             })?;
-        let bpc = match &b.fine {
-            Some((f, _)) if !r.coarse_checksums => f.bytes_per_checksum() as u64,
-            _ => b.checksummer.bytes_per_checksum() as u64,
+        let sums = if r.coarse_checksums {
+            &b.integrity.coarse
+        } else {
+            b.integrity.finest()
         };
+        let bpc = sums.checksummer().bytes_per_checksum() as u64;
         let mut piece = (r.piece_size as u64).clamp(64 << 10, MAX_PIECE);
         if r.with_checksums {
             piece = piece.div_ceil(bpc) * bpc;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
 use ozone_common::shortcircuit::{SLOT_SIZE, SLOT_VALID};
 
-use crate::storage::BlockKey;
+use crate::block_key::BlockKey;
 
 /// How long a deleted block stays tombstoned (far longer than a grant).
 const TOMBSTONE_TTL: Duration = Duration::from_secs(600);

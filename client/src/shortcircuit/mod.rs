@@ -10,7 +10,10 @@
 //! bit, checked after every read. A socket failure disables short-circuit
 //! to that datanode for a back-off interval; reads then use gRPC.
 
+pub(crate) mod cache;
 pub mod conn;
+pub(crate) mod mapping;
+pub(crate) mod pread;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,10 +23,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ozone_common::checksum::Checksummer;
+use ozone_common::integrity::{BlockChecksums, BlockIntegrity};
 use ozone_proto::BlockId;
 
+use cache::LruCache;
 pub use conn::{DnConn, ScError};
+use mapping::Mapping;
 
 /// Short-circuit settings of a client.
 #[derive(Debug, Clone)]
@@ -59,51 +64,6 @@ pub struct ScStats {
     pub checksummed_bytes: AtomicU64,
 }
 
-/// A read-only shared mapping of a committed block file. Reads copy from
-/// it (a user-space copy is about twice as fast as `pread`'s kernel copy
-/// here) and checksum it in place. Committed block files are never
-/// truncated or rewritten by the datanode (deletion unlinks them, which
-/// leaves the mapping valid), and a file shorter than its block is never
-/// mapped, so the mapping stays backed for its whole length.
-struct Mapping {
-    ptr: std::ptr::NonNull<std::ffi::c_void>,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and only read through shared slices.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; no interior mutability.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps the first `len` bytes of `file`, if it holds that many.
-    fn new(file: &File, len: u64) -> Option<Self> {
-        use nix::sys::mman::{MapFlags, ProtFlags, mmap};
-        let n = std::num::NonZeroUsize::new(usize::try_from(len).ok()?)?;
-        if file.metadata().ok()?.len() < len {
-            return None;
-        }
-        // SAFETY: a fresh read-only shared mapping of a file we hold open;
-        // see the type's comment for why its pages stay backed.
-        let ptr =
-            unsafe { mmap(None, n, ProtFlags::PROT_READ, MapFlags::MAP_SHARED, file, 0) }.ok()?;
-        Some(Self { ptr, len: n.get() })
-    }
-
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes until drop.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr() as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `new` mapped, once.
-        let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
-    }
-}
-
 /// An open block: its descriptor, checksums and guarding slot.
 pub struct ScBlock {
     conn: Arc<DnConn>,
@@ -111,9 +71,7 @@ pub struct ScBlock {
     id: BlockId,
     file: File,
     map: Option<Mapping>,
-    size: u64,
-    checksum: Checksummer,
-    checksums: Vec<u32>,
+    sums: BlockChecksums,
     opened: Instant,
 }
 
@@ -127,16 +85,11 @@ impl ScBlock {
 
     /// Block length.
     pub fn size(&self) -> u64 {
-        self.size
+        self.sums.size()
     }
 }
 
 type Key = (u64, u64);
-
-struct Cache {
-    map: HashMap<Key, (Arc<ScBlock>, u64)>,
-    tick: u64,
-}
 
 /// The short-circuit state of one client.
 pub struct ShortCircuit {
@@ -148,18 +101,15 @@ pub struct ShortCircuit {
     /// Held during a scan, so concurrent callers wait for its result.
     scanning: tokio::sync::Mutex<()>,
     disabled_until: Mutex<HashMap<String, Instant>>,
-    cache: Mutex<Cache>,
+    cache: Mutex<LruCache<Key, Arc<ScBlock>>>,
     /// Counters.
     pub stats: ScStats,
-}
-
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl ShortCircuit {
     /// Short-circuit state for a client named `client_name`.
     pub fn new(cfg: ScConfig, client_name: String) -> Self {
+        let cfg_cache_size = cfg.cache_size;
         Self {
             cfg,
             client_name,
@@ -167,10 +117,7 @@ impl ShortCircuit {
             next_scan: Mutex::new(None),
             scanning: tokio::sync::Mutex::new(()),
             disabled_until: Mutex::new(HashMap::new()),
-            cache: Mutex::new(Cache {
-                map: HashMap::new(),
-                tick: 0,
-            }),
+            cache: Mutex::new(LruCache::new(cfg_cache_size)),
             stats: ScStats::default(),
         }
     }
@@ -280,8 +227,14 @@ impl ShortCircuit {
     }
 
     fn purge_conn(&self, dn: &str) {
-        let mut c = self.cache.lock().expect("lock");
-        c.map.retain(|_, (b, _)| b.conn.datanode_id != dn);
+        let gone = self
+            .cache
+            .lock()
+            .expect("lock")
+            .retain(|b| b.conn.datanode_id != dn);
+        for b in gone {
+            Self::release(b);
+        }
     }
 
     /// A connection to local datanode `dn`, reconnecting after back-off.
@@ -311,31 +264,11 @@ impl ShortCircuit {
     }
 
     fn cached(&self, key: Key) -> Option<Arc<ScBlock>> {
-        let mut c = self.cache.lock().expect("lock");
-        c.tick += 1;
-        let tick = c.tick;
-        let (b, t) = c.map.get_mut(&key)?;
-        *t = tick;
-        Some(b.clone())
+        self.cache.lock().expect("lock").get(&key)
     }
 
     fn insert(&self, key: Key, b: Arc<ScBlock>) {
-        let mut evicted = Vec::new();
-        {
-            let mut c = self.cache.lock().expect("lock");
-            c.tick += 1;
-            let tick = c.tick;
-            if let Some((old, _)) = c.map.insert(key, (b, tick)) {
-                evicted.push(old);
-            }
-            while c.map.len() > self.cfg.cache_size.max(1) {
-                let oldest = c.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| *k);
-                match oldest.and_then(|k| c.map.remove(&k)) {
-                    Some((old, _)) => evicted.push(old),
-                    None => break,
-                }
-            }
-        }
+        let evicted = self.cache.lock().expect("lock").insert(key, b);
         for old in evicted {
             Self::release(old);
         }
@@ -352,8 +285,8 @@ impl ShortCircuit {
     }
 
     fn remove(&self, key: Key) {
-        let old = self.cache.lock().expect("lock").map.remove(&key);
-        if let Some((b, _)) = old {
+        let old = self.cache.lock().expect("lock").remove(&key);
+        if let Some(b) = old {
             Self::release(b);
         }
     }
@@ -381,7 +314,14 @@ impl ShortCircuit {
         let conn = self.conn(dn).await?;
         let t = Instant::now();
         let (data, slot, file) = conn.get_block(id, token).await?;
-        let (checksum, checksums) = flatten(&data)?;
+        // The finest checksums the datanode keeps, checked for shape.
+        let sums = BlockIntegrity::of_block(&data).map_err(|e| {
+            ScError::Socket(format!(
+                "block {} metadata from the datanode: {e}",
+                id.display()
+            ))
+        })?;
+        let sums = sums.fine.unwrap_or(sums.coarse);
         let map = Mapping::new(&file, data.size);
         let b = Arc::new(ScBlock {
             conn,
@@ -389,9 +329,7 @@ impl ShortCircuit {
             id: *id,
             file,
             map,
-            size: data.size,
-            checksum,
-            checksums,
+            sums,
             opened: Instant::now(),
         });
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
@@ -419,34 +357,26 @@ impl ShortCircuit {
             self.remove((b.id.container_id, b.id.local_id));
             return Err(ScError::Invalidated);
         }
-        let end = offset + out.len() as u64;
-        if end > b.size {
+        let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
             return Err(ScError::Refused {
                 refusal: ozone_proto::ScRefusal::Denied,
-                message: format!("read past the end of a {}-byte block", b.size),
+                message: format!("read past the end of a {}-byte block", b.size()),
             });
-        }
-        let verify = verify && b.checksum.kind() != ozone_proto::ChecksumType::None;
+        };
+        let verify = verify && b.sums.verifies();
         if let Some(m) = &b.map {
             let map = m.bytes();
             if verify && !out.is_empty() {
                 // The whole windows covering the range, checked in place.
-                let bpc = b.checksum.bytes_per_checksum() as u64;
-                let ws = offset / bpc * bpc;
-                let we = (end.div_ceil(bpc) * bpc).min(b.size);
-                let (w0, w1) = ((ws / bpc) as usize, we.div_ceil(bpc) as usize);
-                b.checksum.verify(
-                    &map[ws as usize..we as usize],
-                    ws / bpc,
-                    &b.checksums[w0..w1],
-                )?;
+                let (ws, we) = (windows.start as usize, windows.end as usize);
+                b.sums.verify(&windows, &map[ws..we])?;
                 self.stats
                     .checksummed_bytes
-                    .fetch_add(we - ws, Ordering::Relaxed);
+                    .fetch_add(windows.len(), Ordering::Relaxed);
             }
-            out.copy_from_slice(&map[offset as usize..end as usize]);
+            out.copy_from_slice(&map[offset as usize..offset as usize + out.len()]);
         } else if verify {
-            let n = read_verified(b, offset, out)?;
+            let n = pread::read_verified(&b.file, &b.sums, offset, out)?;
             self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
         } else {
             b.file.read_exact_at(out, offset).map_err(ScError::Io)?;
@@ -464,145 +394,14 @@ impl ShortCircuit {
 
     /// Cached descriptors.
     pub fn cached_blocks(&self) -> usize {
-        self.cache.lock().expect("lock").map.len()
+        self.cache.lock().expect("lock").len()
     }
 
     /// Drops every cached descriptor (releasing their slots).
     pub fn clear_cache(&self) {
-        let all: Vec<_> = self
-            .cache
-            .lock()
-            .expect("lock")
-            .map
-            .drain()
-            .map(|(_, (b, _))| b)
-            .collect();
+        let all = self.cache.lock().expect("lock").drain();
         for b in all {
             Self::release(b);
         }
     }
-}
-
-/// The finest checksums of a block: the datanode's fine windows when every
-/// chunk has them, else the key's windows.
-fn flatten(data: &ozone_proto::BlockData) -> Result<(Checksummer, Vec<u32>), ScError> {
-    let mut sums = Vec::new();
-    let mut ck = Checksummer::new(ozone_proto::ChecksumType::None, 1)?;
-    let fine = !data.chunks.is_empty() && data.chunks.iter().all(|c| c.fine_checksum.is_some());
-    for (i, c) in data.chunks.iter().enumerate() {
-        let cd = if fine {
-            c.fine_checksum.as_ref()
-        } else {
-            c.checksum.as_ref()
-        }
-        .ok_or_else(|| ScError::Socket("chunk without checksums".into()))?;
-        if i == 0 {
-            ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
-        }
-        sums.extend_from_slice(&cd.checksums);
-    }
-    if sums.len() != ck.windows(data.size) && ck.kind() != ozone_proto::ChecksumType::None {
-        return Err(ScError::Socket(
-            "block checksums do not cover the block".into(),
-        ));
-    }
-    Ok((ck, sums))
-}
-
-/// Reads the whole checksum windows covering `offset..offset + out.len()`
-/// with one `preadv`: the requested bytes land in `out`, the parts of the
-/// end windows outside the request in a reused scratch buffer; each window
-/// is then checked where it lies (no copy). Returns the bytes checksummed.
-fn read_verified(b: &ScBlock, offset: u64, out: &mut [u8]) -> Result<u64, ScError> {
-    if out.is_empty() {
-        return Ok(0);
-    }
-    let bpc = b.checksum.bytes_per_checksum() as u64;
-    let end = offset + out.len() as u64;
-    let ws0 = offset / bpc * bpc;
-    let we = (end.div_ceil(bpc) * bpc).min(b.size);
-    let head = (offset - ws0) as usize;
-    let tail = (we - end) as usize;
-    SCRATCH.with(|s| -> Result<u64, ScError> {
-        let mut s = s.borrow_mut();
-        if s.len() < head + tail {
-            s.resize(head + tail, 0);
-        }
-        let (h, t) = s[..head + tail].split_at_mut(head);
-        read_exact_vectored_at(&b.file, &mut [&mut *h, &mut *out, &mut *t], ws0)?;
-        let pieces: [&[u8]; 3] = [h, out, t];
-        let mut ws = ws0;
-        while ws < we {
-            let wl = (we - ws).min(bpc);
-            let w = ws / bpc;
-            let got = crc_of_range(&b.checksum, &pieces, (ws - ws0) as usize, wl as usize);
-            let want = b.checksums[w as usize];
-            if got != want {
-                return Err(ozone_common::checksum::ChecksumError::Mismatch {
-                    window: w,
-                    offset: ws,
-                    end: ws + wl,
-                    expected: want,
-                    actual: got,
-                }
-                .into());
-            }
-            ws += wl;
-        }
-        Ok(we - ws0)
-    })
-}
-
-/// CRC of `len` bytes at `at` of the concatenation of `pieces` (a window
-/// spans at most all three).
-#[inline]
-fn crc_of_range(ck: &Checksummer, pieces: &[&[u8]; 3], mut at: usize, mut len: usize) -> u32 {
-    let mut parts: [&[u8]; 3] = [&[]; 3];
-    let mut n = 0;
-    for p in pieces {
-        if at >= p.len() {
-            at -= p.len();
-            continue;
-        }
-        let take = (p.len() - at).min(len);
-        parts[n] = &p[at..at + take];
-        n += 1;
-        len -= take;
-        at = 0;
-        if len == 0 {
-            break;
-        }
-    }
-    ck.checksum_pieces(&parts[..n])
-}
-
-/// `preadv` until every buffer is full; end of file is an error.
-fn read_exact_vectored_at(
-    file: &File,
-    bufs: &mut [&mut [u8]; 3],
-    mut offset: u64,
-) -> Result<(), ScError> {
-    let [a, b, c] = bufs;
-    let mut iov = [
-        std::io::IoSliceMut::new(a),
-        std::io::IoSliceMut::new(b),
-        std::io::IoSliceMut::new(c),
-    ];
-    let mut left: &mut [std::io::IoSliceMut] = &mut iov;
-    while !left.is_empty() {
-        let n = match nix::sys::uio::preadv(file, left, offset as nix::libc::off_t) {
-            Ok(0) => {
-                return Err(ScError::Io(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "block file is shorter than its metadata",
-                )));
-            }
-            Ok(n) => n,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(ScError::Io(e.into())),
-        };
-        offset += n as u64;
-        std::io::IoSliceMut::advance_slices(&mut left, n);
-    }
-    Ok(())
 }

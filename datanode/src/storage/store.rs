@@ -1,15 +1,7 @@
-//! Block storage: one file per block under the data directories, grouped by
-//! container, and a crash-safe metadata table (redb) of committed blocks.
-//!
-//! Layout: `<data dir>/containers/<container id>/chunks/<local id>.block`;
-//! the data directory is picked by container id. Metadata lives in
-//! `<metadata dir>/datanode.redb`: one row per committed block (its
-//! `BlockData`: length, chunks, checksums).
-//!
-//! A block is written by WriteChunk calls (verified against their checksums,
-//! then written with `pwrite`) and made durable and visible by PutBlock,
-//! which checks the chunk list, truncates the file to the block length,
-//! fsyncs the file and its directory, and commits the metadata row.
+//! The block store: WriteChunk calls (verified against their checksums,
+//! then written with `pwrite`), PutBlock (checks the chunk list, truncates
+//! the file to the block length, fsyncs the file and its directory, commits
+//! the metadata row), reads of committed blocks and deletion.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -19,138 +11,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::{Bytes, BytesMut};
-use ozone_common::checksum::{ChecksumError, Checksummer};
+use ozone_common::checksum::Checksummer;
+use ozone_common::integrity::{
+    BlockIntegrity, FINE_WINDOW, MAX_BLOCK_SIZE, check_fine_against_coarse, fine_of,
+};
 use ozone_proto::{BlockData, BlockId, ChecksumData, ChunkInfo};
-use prost::Message;
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::error::{StorageError, io_err};
+use super::layout::Layout;
+use super::meta::MetaTable;
+use crate::block_key::{BlockKey, key_of};
 use crate::slots::SlotRegistry;
-
-const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks");
-
-/// Largest block accepted (bounds offsets in requests).
-pub const MAX_BLOCK_SIZE: u64 = 16 << 30;
-
-/// Fine checksum window the datanode keeps whatever a key's window is, so
-/// a verified read checks only the 4 KiB windows it touches (a page: an
-/// unaligned 64 KiB read widens by at most 8 KiB).
-pub const FINE_WINDOW: u32 = 4 * 1024;
-
-/// The fine checksummer for a key's checksummer, when its windows are a
-/// larger multiple of [`FINE_WINDOW`].
-pub fn fine_of(ck: &Checksummer) -> Option<Checksummer> {
-    let bpc = ck.bytes_per_checksum();
-    if ck.kind() == ozone_proto::ChecksumType::None
-        || bpc <= FINE_WINDOW
-        || !bpc.is_multiple_of(FINE_WINDOW)
-    {
-        return None;
-    }
-    Checksummer::new(ck.kind(), FINE_WINDOW).ok()
-}
-
-/// Checks that the fine checksums (windows of `fine_bpc` bytes) of `len`
-/// bytes combine into the coarse ones; `first_coarse` is the index of the
-/// first coarse window (for errors).
-pub fn check_fine_against_coarse(
-    ck: &Checksummer,
-    fine_bpc: u32,
-    fine: &[u32],
-    coarse: &[u32],
-    len: u64,
-    first_coarse: u64,
-) -> Result<(), ChecksumError> {
-    let bpc = ck.bytes_per_checksum() as u64;
-    if fine_bpc == 0 || !ck.bytes_per_checksum().is_multiple_of(fine_bpc) {
-        return Err(ChecksumError::BadWindow(fine_bpc));
-    }
-    let per = (ck.bytes_per_checksum() / fine_bpc) as usize;
-    if fine.len() != len.div_ceil(fine_bpc as u64) as usize || coarse.len() != ck.windows(len) {
-        return Err(ChecksumError::Count {
-            expected: ck.windows(len),
-            got: coarse.len(),
-            len,
-        });
-    }
-    let whole = ck.combine_op(fine_bpc as u64);
-    for (i, (&want, group)) in coarse.iter().zip(fine.chunks(per)).enumerate() {
-        let start = i as u64 * bpc;
-        let mut acc = group[0];
-        for (j, &f) in group.iter().enumerate().skip(1) {
-            let ws = start + j as u64 * fine_bpc as u64;
-            let wl = (len - ws).min(fine_bpc as u64);
-            acc = if wl == fine_bpc as u64 {
-                ck.combine_with(whole, acc, f)
-            } else {
-                ck.combine(acc, f, wl)
-            };
-        }
-        if acc != want {
-            let window = first_coarse + i as u64;
-            return Err(ChecksumError::Mismatch {
-                window,
-                offset: window * bpc,
-                end: window * bpc + (len - start).min(bpc),
-                expected: want,
-                actual: acc,
-            });
-        }
-    }
-    Ok(())
-}
 
 /// Whether two chunk records describe the same chunk (ignoring the
 /// datanode-derived fine checksums).
 fn same_chunk(a: &ChunkInfo, b: &ChunkInfo) -> bool {
     a.offset == b.offset && a.len == b.len && a.checksum == b.checksum
-}
-
-/// Key of a block on this datanode: (container id, local id).
-pub type BlockKey = (u64, u64);
-
-/// The store key of a block id.
-pub fn key_of(id: &BlockId) -> BlockKey {
-    (id.container_id, id.local_id)
-}
-
-/// Storage errors, each mapped to a gRPC status by the service.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    #[error("block {0}:{1} not found")]
-    NotFound(u64, u64),
-    #[error("block {0}:{1} is already committed")]
-    AlreadyCommitted(u64, u64),
-    #[error("block {0}:{1} is not committed")]
-    NotCommitted(u64, u64),
-    #[error("invalid request: {0}")]
-    Invalid(String),
-    #[error("range {offset}+{len} is outside block {block} of {size} bytes")]
-    OutOfRange {
-        block: String,
-        offset: u64,
-        len: u64,
-        size: u64,
-    },
-    #[error("checksum of written data: {0}")]
-    Checksum(#[from] ChecksumError),
-    #[error("I/O error on {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("metadata store: {0}")]
-    Meta(String),
-}
-
-fn meta_err(e: impl std::fmt::Display) -> StorageError {
-    StorageError::Meta(e.to_string())
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
-    move |source| StorageError::Io {
-        path: path.display().to_string(),
-        source,
-    }
 }
 
 /// A block being written: its file and the chunks received so far.
@@ -160,17 +36,13 @@ struct OpenBlock {
     chunks: Mutex<BTreeMap<u64, ChunkInfo>>,
 }
 
-/// A committed block ready for reads: metadata, flattened window checksums
-/// and an open read-only file.
+/// A committed block ready for reads: metadata, its checksums (checked for
+/// shape) and an open read-only file.
 pub struct CommittedBlock {
     /// The committed metadata.
     pub data: BlockData,
-    /// Checksum algorithm and window of the block.
-    pub checksummer: Checksummer,
-    /// Checksums of every window of the block, in order.
-    pub checksums: Vec<u32>,
-    /// Fine checksums (4 KiB windows) of the block, when kept.
-    pub fine: Option<(Checksummer, Vec<u32>)>,
+    /// The key's and the fine window checksums.
+    pub integrity: BlockIntegrity,
     /// Path of the block file.
     pub path: PathBuf,
     file: File,
@@ -185,161 +57,29 @@ impl CommittedBlock {
 
 /// The block store of one datanode.
 pub struct BlockStore {
-    data_dirs: Vec<PathBuf>,
-    db: redb::Database,
+    layout: Layout,
+    meta: MetaTable,
     open: Mutex<HashMap<BlockKey, Arc<OpenBlock>>>,
     committed: RwLock<HashMap<BlockKey, Arc<CommittedBlock>>>,
     used: AtomicU64,
     slots: Arc<SlotRegistry>,
 }
 
-/// Checks a chunk list for a block: contiguous from 0, one checksum type and
-/// window, every chunk but the last a whole number of windows, and the right
-/// number of checksums; fine checksums, when every chunk has them, must
-/// combine into the coarse ones. Returns the checksummer, the flattened
-/// checksums and the flattened fine checksums.
-pub fn validate_chunks(block: &BlockData) -> Result<Validated, StorageError> {
-    let invalid = |m: String| StorageError::Invalid(m);
-    let Some(first) = block.chunks.first() else {
-        if block.size != 0 {
-            return Err(invalid(format!(
-                "block of {} bytes has no chunks",
-                block.size
-            )));
-        }
-        return Ok((
-            Checksummer::new(ozone_proto::ChecksumType::None, 1).expect("valid"),
-            Vec::new(),
-            None,
-        ));
-    };
-    let cd = first
-        .checksum
-        .as_ref()
-        .ok_or_else(|| invalid("chunk without checksum data".into()))?;
-    let ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
-    let fine_ck = fine_of(&ck).filter(|_| block.chunks.iter().all(|c| c.fine_checksum.is_some()));
-    let mut fine_sums = Vec::new();
-    let mut fine_bpc = 0u32;
-    let mut next = 0u64;
-    let mut sums = Vec::new();
-    for (i, c) in block.chunks.iter().enumerate() {
-        if c.offset != next {
-            return Err(invalid(format!(
-                "chunk {i} starts at {} but the previous chunk ends at {next}",
-                c.offset
-            )));
-        }
-        let cd = c
-            .checksum
-            .as_ref()
-            .ok_or_else(|| invalid(format!("chunk {i} has no checksum data")))?;
-        if cd.r#type != ck.kind() as i32 || cd.bytes_per_checksum != ck.bytes_per_checksum() {
-            return Err(invalid(format!(
-                "chunk {i} uses another checksum type or window"
-            )));
-        }
-        if i + 1 < block.chunks.len() && c.len % ck.bytes_per_checksum() as u64 != 0 {
-            return Err(invalid(format!(
-                "chunk {i} of {} bytes is not a whole number of {}-byte windows",
-                c.len,
-                ck.bytes_per_checksum()
-            )));
-        }
-        if c.len == 0 {
-            return Err(invalid(format!("chunk {i} is empty")));
-        }
-        if cd.checksums.len() != ck.windows(c.len) {
-            return Err(invalid(format!(
-                "chunk {i} of {} bytes has {} checksums, expected {}",
-                c.len,
-                cd.checksums.len(),
-                ck.windows(c.len)
-            )));
-        }
-        sums.extend_from_slice(&cd.checksums);
-        if let (Some(f), Some(fd)) = (&fine_ck, &c.fine_checksum) {
-            let same_window = fine_sums.is_empty() || fd.bytes_per_checksum == fine_bpc;
-            if fd.r#type != f.kind() as i32 || !same_window {
-                return Err(invalid(format!(
-                    "chunk {i} has fine checksums of another kind"
-                )));
-            }
-            fine_bpc = fd.bytes_per_checksum;
-            check_fine_against_coarse(
-                &ck,
-                fd.bytes_per_checksum,
-                &fd.checksums,
-                &cd.checksums,
-                c.len,
-                c.offset / ck.bytes_per_checksum() as u64,
-            )
-            .map_err(|e| {
-                invalid(format!(
-                    "chunk {i}: fine and coarse checksums disagree: {e}"
-                ))
-            })?;
-            fine_sums.extend_from_slice(&fd.checksums);
-        }
-        next = c
-            .offset
-            .checked_add(c.len)
-            .filter(|&n| n <= MAX_BLOCK_SIZE)
-            .ok_or_else(|| invalid("chunk ends past the largest block size".into()))?;
-    }
-    if next != block.size {
-        return Err(invalid(format!(
-            "block size {} does not match its chunks ({next} bytes)",
-            block.size
-        )));
-    }
-    let fine = match fine_ck {
-        Some(f) => Some((Checksummer::new(f.kind(), fine_bpc)?, fine_sums)),
-        None => None,
-    };
-    Ok((ck, sums, fine))
-}
-
-/// What [`validate_chunks`] returns: checksummer, window checksums and the
-/// fine checksums when kept.
-pub type Validated = (Checksummer, Vec<u32>, Option<(Checksummer, Vec<u32>)>);
-
 impl BlockStore {
     /// Opens (or creates) the store.
     pub fn open(data_dirs: Vec<PathBuf>, metadata_dir: &Path) -> Result<Self, StorageError> {
-        if data_dirs.is_empty() {
-            return Err(StorageError::Invalid("no data directory configured".into()));
-        }
-        for d in &data_dirs {
-            std::fs::create_dir_all(d.join("containers")).map_err(io_err(d))?;
-        }
-        std::fs::create_dir_all(metadata_dir).map_err(io_err(metadata_dir))?;
-        let db = redb::Database::create(metadata_dir.join("datanode.redb")).map_err(meta_err)?;
-        let txn = db.begin_write().map_err(meta_err)?;
-        txn.open_table(BLOCKS).map_err(meta_err)?;
-        txn.commit().map_err(meta_err)?;
         let store = Self {
-            data_dirs,
-            db,
+            layout: Layout::create(data_dirs)?,
+            meta: MetaTable::open(metadata_dir)?,
             open: Mutex::new(HashMap::new()),
             committed: RwLock::new(HashMap::new()),
             used: AtomicU64::new(0),
             slots: Arc::new(SlotRegistry::new()),
         };
         let mut used = 0;
-        store.for_each_committed(|b| used += b.size)?;
+        store.meta.for_each(|b| used += b.size)?;
         store.used.store(used, Ordering::Relaxed);
         Ok(store)
-    }
-
-    fn for_each_committed(&self, mut f: impl FnMut(BlockData)) -> Result<(), StorageError> {
-        let txn = self.db.begin_read().map_err(meta_err)?;
-        let t = txn.open_table(BLOCKS).map_err(meta_err)?;
-        for row in t.iter().map_err(meta_err)? {
-            let (_, v) = row.map_err(meta_err)?;
-            f(BlockData::decode(v.value()).map_err(meta_err)?);
-        }
-        Ok(())
     }
 
     /// The short-circuit slots guarding this store's blocks.
@@ -350,7 +90,7 @@ impl BlockStore {
     /// Every committed block id.
     pub fn list_committed(&self) -> Result<Vec<BlockId>, StorageError> {
         let mut out = Vec::new();
-        self.for_each_committed(|b| out.extend(b.id))?;
+        self.meta.for_each(|b| out.extend(b.id))?;
         Ok(out)
     }
 
@@ -361,24 +101,12 @@ impl BlockStore {
 
     /// Capacity of the first data directory's file system.
     pub fn capacity_bytes(&self) -> u64 {
-        nix::sys::statvfs::statvfs(&self.data_dirs[0])
-            .map(|s| s.blocks() * s.fragment_size())
-            .unwrap_or(0)
+        self.layout.capacity_bytes()
     }
 
     /// Path of a block's file.
     pub fn block_path(&self, id: &BlockId) -> PathBuf {
-        let dir = &self.data_dirs[(id.container_id % self.data_dirs.len() as u64) as usize];
-        dir.join("containers")
-            .join(id.container_id.to_string())
-            .join("chunks")
-            .join(format!("{}.block", id.local_id))
-    }
-
-    fn is_committed_row(&self, key: BlockKey) -> Result<bool, StorageError> {
-        let txn = self.db.begin_read().map_err(meta_err)?;
-        let t = txn.open_table(BLOCKS).map_err(meta_err)?;
-        Ok(t.get(key).map_err(meta_err)?.is_some())
+        self.layout.block_path(id)
     }
 
     fn open_block(&self, id: &BlockId) -> Result<Arc<OpenBlock>, StorageError> {
@@ -386,7 +114,7 @@ impl BlockStore {
         if let Some(b) = self.open.lock().expect("lock").get(&key) {
             return Ok(b.clone());
         }
-        if self.is_committed_row(key)? {
+        if self.meta.contains(key)? {
             return Err(StorageError::AlreadyCommitted(key.0, key.1));
         }
         let path = self.block_path(id);
@@ -505,7 +233,7 @@ impl BlockStore {
             .ok_or_else(|| StorageError::Invalid("missing block id".into()))?;
         let key = key_of(id);
         // The client's list carries no fine checksums; validate its shape.
-        validate_chunks(block)?;
+        BlockIntegrity::of_block(block)?;
         let open = self.open.lock().expect("lock").get(&key).cloned();
         let Some(open) = open else {
             if let Ok(existing) = self.committed_block(id) {
@@ -560,22 +288,14 @@ impl BlockStore {
         stored.committed = true;
         // Keep the chunk records as written: they carry the fine checksums.
         stored.chunks = recorded;
-        let (ck, sums, fine) = validate_chunks(&stored)?;
-        let txn = self.db.begin_write().map_err(meta_err)?;
-        {
-            let mut t = txn.open_table(BLOCKS).map_err(meta_err)?;
-            t.insert(key, stored.encode_to_vec().as_slice())
-                .map_err(meta_err)?;
-        }
-        txn.commit().map_err(meta_err)?;
+        let integrity = BlockIntegrity::of_block(&stored)?;
+        self.meta.insert(key, &stored)?;
         self.open.lock().expect("lock").remove(&key);
         self.used.fetch_add(block.size, Ordering::Relaxed);
         let file = File::open(&open.path).map_err(io_err(&open.path))?;
         let committed = Arc::new(CommittedBlock {
             data: stored,
-            checksummer: ck,
-            checksums: sums,
-            fine,
+            integrity,
             path: open.path.clone(),
             file,
         });
@@ -590,10 +310,8 @@ impl BlockStore {
             return Ok(b.clone());
         }
         let data = {
-            let txn = self.db.begin_read().map_err(meta_err)?;
-            let t = txn.open_table(BLOCKS).map_err(meta_err)?;
-            match t.get(key).map_err(meta_err)? {
-                Some(v) => BlockData::decode(v.value()).map_err(meta_err)?,
+            match self.meta.get(key)? {
+                Some(d) => d,
                 None => {
                     if self.open.lock().expect("lock").contains_key(&key) {
                         return Err(StorageError::NotCommitted(key.0, key.1));
@@ -603,14 +321,12 @@ impl BlockStore {
             }
         };
         // Fine and coarse checksums are checked against each other here too.
-        let (checksummer, checksums, fine) = validate_chunks(&data)?;
+        let integrity = BlockIntegrity::of_block(&data)?;
         let path = self.block_path(id);
         let file = File::open(&path).map_err(io_err(&path))?;
         let block = Arc::new(CommittedBlock {
             data,
-            checksummer,
-            checksums,
-            fine,
+            integrity,
             path,
             file,
         });
@@ -635,32 +351,23 @@ impl BlockStore {
         coarse: bool,
     ) -> Result<(u64, Bytes, Option<ChecksumData>), StorageError> {
         let b = self.committed_block(id)?;
-        let size = b.size();
-        let end = offset.checked_add(len).filter(|&e| e <= size);
-        let Some(end) = end else {
+        let sums = if coarse {
+            &b.integrity.coarse
+        } else {
+            b.integrity.finest()
+        };
+        let Some(windows) = sums.covering(offset, len) else {
             return Err(StorageError::OutOfRange {
                 block: id.display(),
                 offset,
                 len,
-                size,
+                size: b.size(),
             });
         };
         let (start, stop, sums) = if with_checksums && len > 0 {
-            let (ck, all) = match &b.fine {
-                Some((f, sums)) if !coarse => (f, sums),
-                _ => (&b.checksummer, &b.checksums),
-            };
-            let bpc = ck.bytes_per_checksum() as u64;
-            let w0 = offset / bpc;
-            let w1 = end.div_ceil(bpc);
-            let cd = ChecksumData {
-                r#type: ck.kind() as i32,
-                bytes_per_checksum: bpc as u32,
-                checksums: all[w0 as usize..w1 as usize].to_vec(),
-            };
-            (w0 * bpc, (w1 * bpc).min(size), Some(cd))
+            (windows.start, windows.end, Some(sums.to_wire(&windows)))
         } else {
-            (offset, end, None)
+            (offset, offset + len, None)
         };
         let mut buf = BytesMut::zeroed((stop - start) as usize);
         b.file
@@ -674,17 +381,7 @@ impl BlockStore {
     pub fn delete(&self, ids: &[BlockId]) -> Result<Vec<BlockId>, StorageError> {
         let keys: Vec<BlockKey> = ids.iter().map(key_of).collect();
         self.slots.invalidate(&keys);
-        let txn = self.db.begin_write().map_err(meta_err)?;
-        let mut freed = 0u64;
-        {
-            let mut t = txn.open_table(BLOCKS).map_err(meta_err)?;
-            for id in ids {
-                if let Some(v) = t.remove(key_of(id)).map_err(meta_err)? {
-                    freed += BlockData::decode(v.value()).map(|b| b.size).unwrap_or(0);
-                }
-            }
-        }
-        txn.commit().map_err(meta_err)?;
+        let freed = self.meta.remove(&keys)?;
         self.used
             .fetch_sub(freed.min(self.used_bytes()), Ordering::Relaxed);
         let mut out = Vec::with_capacity(ids.len());
@@ -783,7 +480,7 @@ mod tests {
         let mut b2 = s.committed_block(&id).unwrap().data.clone();
         b2.chunks[0].fine_checksum.as_mut().unwrap().checksums[0] ^= 1;
         assert!(
-            validate_chunks(&b2)
+            BlockIntegrity::of_block(&b2)
                 .unwrap_err()
                 .to_string()
                 .contains("disagree")

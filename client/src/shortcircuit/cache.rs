@@ -1,0 +1,124 @@
+//! The descriptor cache: least-recently-used entries beyond its capacity
+//! are evicted and handed back to the caller, which releases them.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// An LRU map of at most `capacity` entries.
+pub(crate) struct LruCache<K, V> {
+    map: HashMap<K, (V, u64)>,
+    tick: u64,
+    capacity: usize,
+}
+
+impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
+    /// An empty cache of `capacity` entries (at least one).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            tick: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The entry for `key`, marked most recently used.
+    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        let (v, t) = self.map.get_mut(key)?;
+        *t = tick;
+        Some(v.clone())
+    }
+
+    /// Inserts `v`; returns the entries it displaced (a previous value for
+    /// `key` and the least recently used beyond capacity).
+    pub(crate) fn insert(&mut self, key: K, v: V) -> Vec<V> {
+        self.tick += 1;
+        let mut evicted = Vec::new();
+        if let Some((old, _)) = self.map.insert(key, (v, self.tick)) {
+            evicted.push(old);
+        }
+        while self.map.len() > self.capacity {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| *k);
+            match oldest.and_then(|k| self.map.remove(&k)) {
+                Some((old, _)) => evicted.push(old),
+                None => break,
+            }
+        }
+        evicted
+    }
+
+    /// Removes `key`'s entry.
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+        self.map.remove(key).map(|(v, _)| v)
+    }
+
+    /// Removes the entries `keep` refuses; returns them.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) -> Vec<V> {
+        let gone: Vec<K> = self
+            .map
+            .iter()
+            .filter(|(_, (v, _))| !keep(v))
+            .map(|(k, _)| *k)
+            .collect();
+        gone.iter().filter_map(|k| self.remove(k)).collect()
+    }
+
+    /// Removes every entry; returns them.
+    pub(crate) fn drain(&mut self) -> Vec<V> {
+        self.map.drain().map(|(_, (v, _))| v).collect()
+    }
+
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_the_least_recently_used_beyond_capacity() {
+        let mut c = LruCache::new(2);
+        assert!(c.insert(1, "a").is_empty());
+        assert!(c.insert(2, "b").is_empty());
+        // Using 1 makes 2 the oldest.
+        assert_eq!(c.get(&1), Some("a"));
+        assert_eq!(c.insert(3, "c"), vec!["b"]);
+        assert_eq!(
+            (c.get(&2), c.get(&1), c.get(&3)),
+            (None, Some("a"), Some("c"))
+        );
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn replacing_removing_and_filtering_hand_back_entries() {
+        let mut c = LruCache::new(0);
+        assert_eq!(
+            c.insert(1, 10),
+            Vec::<i32>::new(),
+            "capacity is at least one"
+        );
+        assert_eq!(c.insert(1, 11), vec![10], "the old value is handed back");
+        let mut c = LruCache::new(8);
+        for k in 0..6 {
+            c.insert(k, k * 10);
+        }
+        let mut odd = c.retain(|v| v % 20 == 0);
+        odd.sort();
+        assert_eq!(odd, vec![10, 30, 50]);
+        assert_eq!(c.remove(&2), Some(20));
+        assert_eq!(c.remove(&2), None);
+        let mut rest = c.drain();
+        rest.sort();
+        assert_eq!(rest, vec![0, 40]);
+        assert_eq!(c.len(), 0);
+    }
+}
