@@ -13,8 +13,10 @@ use ozone_common::config::{self as keys, Conf};
 use ozone_proto::sidecar_server::SidecarServer;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
+use crate::active::Active;
 use crate::policy::Policy;
-use crate::service::{Active, SidecarService, State};
+use crate::service::SidecarService;
+use crate::state::State;
 
 /// Arguments of a sidecar process.
 #[derive(Debug, Args, Clone)]

@@ -14,7 +14,7 @@ use ozone_proto::{SidecarDataError, SidecarReadRequest};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::service::State;
+use crate::state::State;
 
 /// Read command.
 pub const CMD_READ: u8 = sc::CMD_SIDECAR_READ;

@@ -4,9 +4,12 @@
 //! emptyDir, under the workload's verify-checksum policy. It can also hand
 //! block descriptors to the application (pass-through, see [`relay`]).
 
+pub mod active;
 pub mod cmd;
 pub mod data;
+pub mod errors;
 pub mod metrics;
 pub mod policy;
 pub mod relay;
 pub mod service;
+pub mod state;

@@ -19,7 +19,7 @@ use ozone_common::shortcircuit::{self as sc, CMD_ERROR, RESPONSE};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::metrics::PassLabels;
-use crate::service::State;
+use crate::state::State;
 
 /// Keeps relays for every `*.sock` in `dn_dir` under `app_dir`, rescanning
 /// every second, until `stop` turns true.

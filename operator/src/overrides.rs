@@ -8,7 +8,10 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
 
-use crate::builders::BuildError;
+/// An override that does not leave a valid pod template.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct OverrideError(pub String);
 
 /// Merges `over` into `base` in place.
 pub fn merge(base: &mut Value, over: &Value) {
@@ -49,19 +52,18 @@ pub fn apply(
     template: PodTemplateSpec,
     over: Option<&Value>,
     field: &str,
-) -> Result<PodTemplateSpec, BuildError> {
+) -> Result<PodTemplateSpec, OverrideError> {
     let Some(over) = over else {
         return Ok(template);
     };
     if !over.is_object() {
-        return Err(BuildError::Invalid(format!("{field} must be an object")));
+        return Err(OverrideError(format!("{field} must be an object")));
     }
-    let mut v = serde_json::to_value(&template)
-        .map_err(|e| BuildError::Invalid(format!("{field}: {e}")))?;
+    let mut v =
+        serde_json::to_value(&template).map_err(|e| OverrideError(format!("{field}: {e}")))?;
     merge(&mut v, over);
-    serde_json::from_value(v).map_err(|e| {
-        BuildError::Invalid(format!("{field} does not give a valid pod template: {e}"))
-    })
+    serde_json::from_value(v)
+        .map_err(|e| OverrideError(format!("{field} does not give a valid pod template: {e}")))
 }
 
 #[cfg(test)]

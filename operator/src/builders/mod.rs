@@ -1,0 +1,102 @@
+//! The objects of a cluster, built as a pure function of the resource:
+//! checks ([`validate`]), the shared config file and token Secret
+//! ([`config`]), pod pieces ([`pod`]), one StatefulSet builder
+//! ([`statefulset`]) used by the OM ([`om`]) and the datanodes
+//! ([`datanode`]).
+
+pub mod config;
+pub mod datanode;
+pub mod om;
+pub mod pod;
+pub mod statefulset;
+pub mod validate;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::crd::OzoneCluster;
+use crate::overrides::OverrideError;
+
+pub use config::{config_text, token_secret, token_secret_name};
+pub use pod::{HOST_DATA_MOUNT, data_subdir};
+pub use validate::{check_host_path, check_name, validate};
+
+/// The uid the OM and datanodes run as.
+pub const RUN_AS: i64 = 1000;
+/// OM gRPC port.
+pub const OM_PORT: i32 = 9862;
+/// OM HTTP port.
+pub const OM_HTTP_PORT: i32 = 9874;
+/// Datanode gRPC port.
+pub const DN_PORT: i32 = 9858;
+/// Datanode HTTP port.
+pub const DN_HTTP_PORT: i32 = 9882;
+/// Pod-template annotation carrying the config hash (a change rolls pods).
+pub const CONFIG_HASH: &str = "ozone-rs.io/config-hash";
+/// Key of the block-token secret in its Secret.
+pub const TOKEN_KEY: &str = "secret";
+
+/// A resource that cannot be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    #[error("metadata.{0} is required")]
+    Missing(&'static str),
+    #[error("invalid spec: {0}")]
+    Invalid(String),
+}
+
+impl From<OverrideError> for BuildError {
+    fn from(e: OverrideError) -> Self {
+        BuildError::Invalid(e.to_string())
+    }
+}
+
+/// Every object the operator applies for a cluster, in apply order
+/// (ConfigMap before StatefulSets).
+#[derive(Debug, Clone)]
+pub struct Objects {
+    pub config: ConfigMap,
+    pub om_headless: Service,
+    pub om_service: Service,
+    pub datanode_headless: Service,
+    pub om: StatefulSet,
+    pub datanodes: StatefulSet,
+    pub datanode_pdb: PodDisruptionBudget,
+}
+
+impl Objects {
+    /// The objects as YAML documents, in apply order.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        let docs = [
+            serde_yaml::to_string(&self.config)?,
+            serde_yaml::to_string(&self.om_headless)?,
+            serde_yaml::to_string(&self.om_service)?,
+            serde_yaml::to_string(&self.datanode_headless)?,
+            serde_yaml::to_string(&self.om)?,
+            serde_yaml::to_string(&self.datanodes)?,
+            serde_yaml::to_string(&self.datanode_pdb)?,
+        ];
+        Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
+    }
+}
+
+/// Builds every object of the cluster.
+pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
+    validate(c)?;
+    let ctx = pod::Context::new(c)?;
+    Ok(Objects {
+        config: ctx.config_map(),
+        om_headless: pod::headless(c, format!("{}-om-headless", ctx.name), "om", OM_PORT),
+        om_service: om::service(&ctx),
+        datanode_headless: pod::headless(
+            c,
+            format!("{}-datanode-headless", ctx.name),
+            "datanode",
+            DN_PORT,
+        ),
+        om: om::statefulset(&ctx)?,
+        datanodes: datanode::statefulset(&ctx)?,
+        datanode_pdb: datanode::disruption_budget(&ctx),
+    })
+}
