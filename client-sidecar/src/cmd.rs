@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use ozone_common::config::{self as keys, Conf};
+use ozone_common::server;
 use ozone_proto::sidecar_server::SidecarServer;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
@@ -141,38 +142,22 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let data_socket = crate::data::socket_of(&args.socket);
     tokio::spawn(crate::data::serve(bind_unix(&data_socket)?, state.clone()));
     let mut servers = tokio::task::JoinSet::new();
-    {
-        let svc = svc.clone();
-        let mut stop = stop_rx.clone();
-        let incoming = UnixListenerStream::new(unix);
-        servers.spawn(async move {
-            tonic::transport::Server::builder()
-                .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
-                .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
-                .add_service(svc)
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-        });
-    }
+    servers.spawn(server::serve(
+        server::grpc().add_service(svc.clone()),
+        UnixListenerStream::new(unix),
+        stop_rx.clone(),
+    ));
     let mut tcp_bound = None;
     if let Some(addr) = args.tcp_addr {
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         tcp_bound = Some(l.local_addr()?);
-        let mut stop = stop_rx.clone();
-        servers.spawn(async move {
-            tonic::transport::Server::builder()
-                .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
-                .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
-                .add_service(svc)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-        });
+        servers.spawn(server::serve(
+            server::grpc().add_service(svc),
+            TcpListenerStream::new(l),
+            stop_rx.clone(),
+        ));
     }
     if let (Some(app_dir), Some(dn_dir)) = (
         args.passthrough_dir.clone(),
@@ -190,13 +175,11 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
 
     ready.store(true, Ordering::Release);
     if let Some(p) = &args.ready_file {
-        let tmp = p.with_extension("tmp");
         let mut line = format!("socket={} http={http}", args.socket.display());
         if let Some(t) = tcp_bound {
             line.push_str(&format!(" tcp={t}"));
         }
-        std::fs::write(&tmp, line + "\n")?;
-        std::fs::rename(&tmp, p)?;
+        server::write_ready_file(p, &line)?;
     }
     tracing::info!(socket = %args.socket.display(), %http, policy = ?state.active().policy, "sidecar serving");
 

@@ -9,6 +9,7 @@ pub mod http;
 pub mod integrity;
 pub mod logging;
 pub mod names;
+pub mod server;
 pub mod shortcircuit;
 pub mod signal;
 pub mod token;

@@ -80,26 +80,14 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
         advertise_host: args.advertise_host.clone().filter(|h| !h.is_empty()),
         ..base
     };
-    let mut handle = crate::start(cfg).await?;
+    let handle = crate::start(cfg).await?;
     if let Some(p) = &args.ready_file {
-        let tmp = p.with_extension("tmp");
-        std::fs::write(
-            &tmp,
-            format!(
-                "grpc={} http={} id={}\n",
-                handle.grpc_addr, handle.http_addr, handle.id
-            ),
-        )?;
-        std::fs::rename(&tmp, p)?;
+        let line = format!(
+            "grpc={} http={} id={}",
+            handle.grpc_addr, handle.http_addr, handle.id
+        );
+        ozone_common::server::write_ready_file(p, &line)?;
     }
-    let stop = handle.shutdown_sender();
-    tokio::select! {
-        _ = ozone_common::signal::shutdown() => {
-            tracing::info!("datanode stopping");
-            let _ = stop.send(true);
-            handle.wait().await;
-        }
-        _ = handle.wait() => {}
-    }
+    handle.until_signal("datanode").await;
     Ok(())
 }

@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ozone_common::http::{self, HttpState};
+use ozone_common::http::HttpState;
+use ozone_common::server::{self, BindError, Running};
 use ozone_proto::datanode_server::DatanodeServer;
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 use ozone_proto::{DatanodeDetails, HeartbeatRequest, RegisterDatanodeRequest};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 
 use crate::config::DatanodeConfig;
 use crate::metrics::Metrics;
@@ -26,11 +25,8 @@ use crate::storage::{BlockStore, StorageError};
 pub enum StartError {
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
-    #[error("cannot bind {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     #[error("datanode id file {path}: {source}")]
     Id {
         path: String,
@@ -44,8 +40,8 @@ pub enum StartError {
     Token(#[from] ozone_common::token::TokenError),
 }
 
-/// A running datanode.
-pub struct DatanodeHandle {
+/// What a running datanode reports.
+pub struct Datanode {
     /// Persistent datanode id.
     pub id: String,
     /// Bound gRPC address.
@@ -56,32 +52,10 @@ pub struct DatanodeHandle {
     pub store: Arc<BlockStore>,
     /// The short-circuit socket, when enabled.
     pub socket_path: Option<std::path::PathBuf>,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
 }
 
-impl DatanodeHandle {
-    /// Stops serving and waits for the server tasks.
-    pub async fn stop(self) {
-        let _ = self.shutdown.send(true);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-    }
-
-    /// Resolves when the datanode has stopped (by [`stop`](Self::stop) or a
-    /// fatal error).
-    pub async fn wait(&mut self) {
-        for t in self.tasks.drain(..) {
-            let _ = t.await;
-        }
-    }
-
-    /// A sender that stops the datanode when sent `true`.
-    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
-        self.shutdown.clone()
-    }
-}
+/// A running datanode.
+pub type DatanodeHandle = Running<Datanode>;
 
 /// Reads the datanode id from `dir/datanode.id`, creating it the first time.
 pub fn load_or_create_id(dir: &Path) -> Result<String, StartError> {
@@ -129,25 +103,16 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let ready = Arc::new(AtomicBool::new(false));
-    let http_addr = http::serve(
+    let ports = server::bind(
         cfg.http_bind,
+        cfg.grpc_bind,
         HttpState {
             ready: ready.clone(),
             registry: Arc::new(registry),
         },
     )
-    .await
-    .map_err(|source| StartError::Bind {
-        addr: cfg.http_bind,
-        source,
-    })?;
-    let (listener, grpc_addr) =
-        http::bind(cfg.grpc_bind)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: cfg.grpc_bind,
-                source,
-            })?;
+    .await?;
+    let (grpc_addr, http_addr) = (ports.grpc_addr, ports.http_addr);
     let om = tonic::transport::Endpoint::from_shared(format!("http://{}", cfg.om_address))
         .map_err(|_| StartError::OmAddress(cfg.om_address.clone()))?
         .connect_timeout(Duration::from_secs(3))
@@ -186,26 +151,15 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         .saturating_sub(64 << 10)
         .max(1 << 20);
     let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read, tokens);
-    let server = DatanodeServer::new(svc)
+    let dn = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
-    let mut srx = rx.clone();
-    let grpc_task = tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
-            .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
-            .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
-            .add_service(server)
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(listener).with_nodelay(Some(true)),
-                async move {
-                    let _ = srx.wait_for(|s| *s).await;
-                },
-            )
-            .await;
-        if let Err(e) = r {
-            tracing::error!("datanode gRPC server failed: {e}");
-        }
-    });
+    tasks.push(server::spawn_tcp(
+        "datanode",
+        server::grpc().add_service(dn),
+        ports.grpc,
+        rx.clone(),
+    ));
     let details = DatanodeDetails {
         id: id.clone(),
         address: format!("{}:{}", advertise_host(&cfg), grpc_addr.port()),
@@ -214,27 +168,25 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         ..Default::default()
     };
     tracing::info!(id = %id, grpc = %grpc_addr, http = %http_addr, node = %cfg.node_name, "datanode started");
-    let hb_task = tokio::spawn(heartbeat_loop(
+    tasks.push(tokio::spawn(heartbeat_loop(
         OzoneManagerClient::new(om),
         details,
         store.clone(),
         cfg.heartbeat_interval,
         ready,
         rx,
-    ));
-    Ok(DatanodeHandle {
-        id,
-        grpc_addr,
-        http_addr,
-        store,
-        socket_path,
-        shutdown,
-        tasks: {
-            tasks.push(grpc_task);
-            tasks.push(hb_task);
-            tasks
+    )));
+    Ok(Running::new(
+        Datanode {
+            id,
+            grpc_addr,
+            http_addr,
+            store,
+            socket_path,
         },
-    })
+        shutdown,
+        tasks,
+    ))
 }
 
 async fn heartbeat_loop(

@@ -44,22 +44,11 @@ pub async fn run(args: OmArgs) -> anyhow::Result<()> {
         http_bind: args.http_addr,
         ..OmConfig::for_dir(args.metadata_dir.clone(), &conf)?
     };
-    let mut handle = crate::server::start(cfg).await?;
+    let handle = crate::server::start(cfg).await?;
     if let Some(p) = &args.ready_file {
-        let tmp = p.with_extension("tmp");
-        std::fs::write(
-            &tmp,
-            format!("grpc={} http={}\n", handle.grpc_addr, handle.http_addr),
-        )?;
-        std::fs::rename(&tmp, p)?;
+        let line = format!("grpc={} http={}", handle.grpc_addr, handle.http_addr);
+        ozone_common::server::write_ready_file(p, &line)?;
     }
-    let stop = handle.shutdown_sender();
-    tokio::select! {
-        _ = ozone_common::signal::shutdown() => {}
-        _ = handle.wait() => return Ok(()),
-    }
-    tracing::info!("OM stopping");
-    let _ = stop.send(true);
-    handle.wait().await;
+    handle.until_signal("OM").await;
     Ok(())
 }

@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ozone_common::config::{self as keys, Conf, ConfigError};
-use ozone_common::http::{self, HttpState};
+use ozone_common::http::HttpState;
+use ozone_common::server::{self, BindError, Running};
 use ozone_proto::ozone_manager_server::OzoneManagerServer;
 use prometheus_client::registry::Registry as PromRegistry;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -68,44 +67,22 @@ impl OmConfig {
 pub enum StartError {
     #[error("OM store: {0}")]
     Store(#[from] OmError),
-    #[error("cannot bind {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     #[error("invalid setting: {0}")]
     Invalid(String),
 }
 
-/// A running OM.
-pub struct OmHandle {
+/// What a running OM reports.
+pub struct Om {
     /// Bound gRPC address.
     pub grpc_addr: SocketAddr,
     /// Bound HTTP address.
     pub http_addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
 }
 
-impl OmHandle {
-    /// Stops serving and waits for the tasks.
-    pub async fn stop(mut self) {
-        let _ = self.shutdown.send(true);
-        self.wait().await;
-    }
-
-    /// Waits until the OM stops.
-    pub async fn wait(&mut self) {
-        for t in self.tasks.drain(..) {
-            let _ = t.await;
-        }
-    }
-
-    /// A sender that stops the OM when sent `true`.
-    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
-        self.shutdown.clone()
-    }
-}
+/// A running OM.
+pub type OmHandle = Running<Om>;
 
 /// Starts the OM.
 pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
@@ -124,25 +101,16 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     let mut prom = PromRegistry::default();
     metrics.register(&mut prom);
     let ready = Arc::new(AtomicBool::new(false));
-    let http_addr = http::serve(
+    let ports = server::bind(
         cfg.http_bind,
+        cfg.grpc_bind,
         HttpState {
             ready: ready.clone(),
             registry: Arc::new(prom),
         },
     )
-    .await
-    .map_err(|source| StartError::Bind {
-        addr: cfg.http_bind,
-        source,
-    })?;
-    let (listener, grpc_addr) =
-        http::bind(cfg.grpc_bind)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: cfg.grpc_bind,
-                source,
-            })?;
+    .await?;
+    let (grpc_addr, http_addr) = (ports.grpc_addr, ports.http_addr);
     let svc = OmService::new(
         store.clone(),
         registry.clone(),
@@ -160,24 +128,10 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         },
     );
     let (shutdown, rx) = watch::channel(false);
-    let mut srx = rx.clone();
-    let server = OzoneManagerServer::new(svc)
+    let om = OzoneManagerServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
-    let grpc = tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
-            .add_service(server)
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(listener).with_nodelay(Some(true)),
-                async move {
-                    let _ = srx.wait_for(|s| *s).await;
-                },
-            )
-            .await;
-        if let Err(e) = r {
-            tracing::error!("OM gRPC server failed: {e}");
-        }
-    });
+    let grpc = server::spawn_tcp("OM", server::grpc().add_service(om), ports.grpc, rx.clone());
     let deleter = tokio::spawn(crate::deletion::run(
         store,
         registry,
@@ -187,10 +141,12 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     ));
     ready.store(true, Ordering::Release);
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "OM started");
-    Ok(OmHandle {
-        grpc_addr,
-        http_addr,
+    Ok(Running::new(
+        Om {
+            grpc_addr,
+            http_addr,
+        },
         shutdown,
-        tasks: vec![grpc, deleter],
-    })
+        vec![grpc, deleter],
+    ))
 }
