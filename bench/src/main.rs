@@ -235,7 +235,7 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         dir: dir.path().to_path_buf(),
         datanodes: 3,
         exe: std::env::current_exe()?,
-        conf: vec!["ozone.scm.block.size=256MB".into()],
+        conf: vec![format!("{}=256MB", ozone_common::config::BLOCK_SIZE.name)],
     })
     .await?;
     let om = cluster.om_address();

@@ -15,15 +15,16 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ozone_client::{Client, ClientConfig};
+use ozone_common::config as keys;
 use ozone_proto::NodeState;
 use tokio::process::{Child, Command};
 
 /// Config applied to every process of a local cluster unless overridden:
 /// fast heartbeats so failures are noticed within seconds.
-pub const LOCAL_DEFAULTS: &[&str] = &[
-    "hdds.heartbeat.interval=1s",
-    "ozone.scm.stale.node.interval=5s",
-    "ozone.scm.dead.node.interval=15s",
+pub const LOCAL_DEFAULTS: &[(&str, &str)] = &[
+    (keys::HEARTBEAT_INTERVAL.name, "1s"),
+    (keys::STALE_NODE_INTERVAL.name, "5s"),
+    (keys::DEAD_NODE_INTERVAL.name, "15s"),
 ];
 
 /// Errors of the local cluster.
@@ -179,7 +180,7 @@ impl LocalCluster {
         let mut v = Vec::new();
         for kv in LOCAL_DEFAULTS
             .iter()
-            .map(|s| s.to_string())
+            .map(|(k, v)| format!("{k}={v}"))
             .chain(self.spec.conf.iter().cloned())
         {
             v.push("--set".to_string());

@@ -2,6 +2,7 @@
 //! (`ozone local up`), the demo, and the OM, datanode and sidecar processes.
 
 mod demo;
+mod fs_shell;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -12,7 +13,7 @@ use ozone_cli::local::{LocalCluster, LocalSpec};
 use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::{self as keys, Conf, Source};
 use ozone_common::names::OzonePath;
-use ozone_proto::{KeyInfo, NodeState};
+use ozone_proto::{BucketLayout, KeyInfo, NodeState};
 use tokio::io::AsyncWriteExt;
 
 #[derive(Parser)]
@@ -51,6 +52,18 @@ enum Cmd {
     Sh {
         #[command(subcommand)]
         cmd: ShCmd,
+    },
+    /// The Hadoop file-system shell on FILE_SYSTEM_OPTIMIZED buckets:
+    /// -ls [-R], -mkdir [-p], -put [-f], -get, -cat, -mv, -rm [-r], -stat,
+    /// -du -s, -test -e|-d|-f (`ozone fs -help` for details).
+    #[command(
+        after_help = "Example: ozone fs -mkdir -p /vol1/fsbucket/hbase/data && ozone fs -ls -R ofs://om:9862/vol1/fsbucket/hbase",
+        disable_help_flag = true
+    )]
+    Fs {
+        /// The command and its arguments, e.g. -ls -R /vol1/fsbucket/dir.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
     },
     /// Cluster administration.
     #[command(after_help = "Example: ozone admin datanode list")]
@@ -152,8 +165,16 @@ enum VolumeCmd {
 #[derive(Subcommand)]
 enum BucketCmd {
     /// Creates /VOLUME/BUCKET.
-    #[command(after_help = "Example: ozone sh bucket create /vol1/bucket1")]
-    Create { path: String },
+    #[command(
+        after_help = "Example: ozone sh bucket create --layout FILE_SYSTEM_OPTIMIZED /vol1/fsbucket"
+    )]
+    Create {
+        path: String,
+        /// OBJECT_STORE (flat keys) or FILE_SYSTEM_OPTIMIZED (directories,
+        /// atomic rename, recursive delete: what HBase needs; `ozone fs`).
+        #[arg(long, default_value = "OBJECT_STORE", value_parser = ["OBJECT_STORE", "FILE_SYSTEM_OPTIMIZED", "FSO", "OBS"])]
+        layout: String,
+    },
     /// Lists the buckets of /VOLUME.
     #[command(alias = "list")]
     #[command(after_help = "Example: ozone sh bucket ls /vol1")]
@@ -507,10 +528,14 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             }
         },
         ShCmd::Bucket { cmd } => match cmd {
-            BucketCmd::Create { path } => {
+            BucketCmd::Create { path, layout } => {
                 let (v, b) = OzonePath::bucket_path(path)?;
-                client.create_bucket(&v, &b).await?;
-                println!("created bucket /{v}/{b}");
+                let layout = match layout.as_str() {
+                    "FILE_SYSTEM_OPTIMIZED" | "FSO" => BucketLayout::FileSystemOptimized,
+                    _ => BucketLayout::ObjectStore,
+                };
+                client.create_bucket_with_layout(&v, &b, layout).await?;
+                println!("created bucket /{v}/{b} ({})", layout.as_str_name());
             }
             BucketCmd::Ls { path } => {
                 let p = OzonePath::parse(path)?;
@@ -657,6 +682,29 @@ async fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
         Cmd::Sh { cmd } => sh(&cli, cmd).await,
+        Cmd::Fs { args } => {
+            let conf = cli.conf()?;
+            let code = fs_shell::run(
+                |om| match om {
+                    Some(om) => {
+                        let mut c = conf.clone();
+                        c.set_from(
+                            keys::OM_ADDRESS.name,
+                            om.to_string(),
+                            Source::Flag("ofs://"),
+                        );
+                        cli.client_of(&c)
+                    }
+                    None => cli.client_of(&conf),
+                },
+                args,
+            )
+            .await?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Cmd::Admin { cmd } => admin(&cli, cmd).await,
         Cmd::Local {
             cmd:

@@ -26,6 +26,7 @@ pub fn status(e: ClientError) -> Status {
             Status::invalid_argument(m)
         }
         ClientError::OutOfRange { .. } => Status::out_of_range(m),
+        ClientError::Precondition(_) => Status::failed_precondition(m),
         ClientError::Unavailable(_) | ClientError::AllReplicasFailed { .. } => {
             Status::unavailable(m)
         }

@@ -17,6 +17,11 @@ pub enum ClientError {
     OutOfRange { offset: u64, len: u64, size: u64 },
     #[error("service unavailable: {0}")]
     Unavailable(String),
+    /// The path's state forbids the operation (a directory not empty, a
+    /// file where a directory is needed, a file being written, an
+    /// object-store bucket).
+    #[error("{0}")]
+    Precondition(String),
     #[error("block {block}: every replica failed: {errors}")]
     AllReplicasFailed { block: String, errors: String },
     #[error("write failed after {attempts} block allocations: {last}")]
@@ -41,6 +46,7 @@ impl From<tonic::Status> for ClientError {
             tonic::Code::AlreadyExists => ClientError::AlreadyExists(m),
             tonic::Code::InvalidArgument => ClientError::InvalidArgument(m),
             tonic::Code::Unavailable => ClientError::Unavailable(m),
+            tonic::Code::FailedPrecondition => ClientError::Precondition(m),
             code => ClientError::Rpc { code, message: m },
         }
     }

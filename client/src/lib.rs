@@ -17,6 +17,7 @@ mod access;
 mod config;
 mod error;
 mod file_checksum;
+mod fs;
 mod om;
 mod pool;
 mod reader;
@@ -281,11 +282,24 @@ impl Client {
 
     /// Creates a bucket in a volume.
     pub async fn create_bucket(&self, volume: &str, name: &str) -> Result<BucketInfo> {
+        self.create_bucket_with_layout(volume, name, BucketLayout::ObjectStore)
+            .await
+    }
+
+    /// Creates a bucket with the given layout (`FILE_SYSTEM_OPTIMIZED` for
+    /// directories, rename and the file-system calls).
+    pub async fn create_bucket_with_layout(
+        &self,
+        volume: &str,
+        name: &str,
+        layout: BucketLayout,
+    ) -> Result<BucketInfo> {
         ozone_common::names::check_resource_name("volume", volume)?;
         ozone_common::names::check_resource_name("bucket", name)?;
         let req = CreateBucketRequest {
             volume: volume.into(),
             name: name.into(),
+            layout: layout as i32,
         };
         let r = self
             .inner
@@ -392,7 +406,7 @@ impl Client {
 
     /// Starts writing a key (replacing any key of that name on close).
     pub async fn create_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyWriter> {
-        KeyWriter::open(self.inner.clone(), volume, bucket, name).await
+        KeyWriter::open(self.inner.clone(), volume, bucket, name, false).await
     }
 
     /// Writes a key from an async reader; returns the committed key.

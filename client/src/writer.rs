@@ -54,6 +54,7 @@ impl KeyWriter {
         volume: &str,
         bucket: &str,
         name: &str,
+        exclusive: bool,
     ) -> Result<Self> {
         ozone_common::names::check_resource_name("volume", volume)?;
         ozone_common::names::check_resource_name("bucket", bucket)?;
@@ -67,6 +68,7 @@ impl KeyWriter {
             checksum_type: cfg.checksum.kind() as i32,
             bytes_per_checksum: cfg.checksum.bytes_per_checksum(),
             client_node: cfg.node_name.clone().unwrap_or_default(),
+            exclusive,
         };
         let r = inner
             .om

@@ -62,6 +62,43 @@ pub fn check_key_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// The components of a path inside a file-system bucket (`dir/sub/file`;
+/// leading and trailing '/' are ignored; the empty path is the bucket's
+/// root). Components are 1-255 bytes, not `.` or `..`, without NUL; the
+/// whole path at most 1024 bytes.
+pub fn fs_components(path: &str) -> Result<Vec<&str>, NameError> {
+    let bad = |why| {
+        Err(NameError::Invalid {
+            what: "path",
+            name: path.to_string(),
+            why,
+        })
+    };
+    if path.len() > 1024 {
+        return bad("length must be at most 1024 bytes");
+    }
+    if path.contains('\0') {
+        return bad("must not contain NUL");
+    }
+    let trimmed = path.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = trimmed.split('/').collect();
+    for p in &parts {
+        if p.is_empty() {
+            return bad("must not contain an empty component ('//')");
+        }
+        if *p == "." || *p == ".." {
+            return bad("must not contain '.' or '..' components");
+        }
+        if p.len() > 255 {
+            return bad("components must be at most 255 bytes");
+        }
+    }
+    Ok(parts)
+}
+
 /// A parsed `/volume[/bucket[/key]]` path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OzonePath {
@@ -120,6 +157,19 @@ impl OzonePath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_system_paths_split_into_checked_components() {
+        assert_eq!(fs_components("").unwrap(), Vec::<&str>::new());
+        assert_eq!(fs_components("/").unwrap(), Vec::<&str>::new());
+        assert_eq!(fs_components("a/b/c").unwrap(), ["a", "b", "c"]);
+        assert_eq!(fs_components("/a/b/").unwrap(), ["a", "b"]);
+        for bad in ["a//b", "a/./b", "../a", "a/..", "a\0b"] {
+            assert!(fs_components(bad).is_err(), "{bad:?}");
+        }
+        assert!(fs_components(&"x".repeat(256)).is_err());
+        assert!(fs_components(&"x/".repeat(600)).is_err());
+    }
 
     #[test]
     fn paths() {

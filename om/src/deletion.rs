@@ -1,5 +1,7 @@
-//! Block deletion: sends the blocks queued for each healthy datanode in
-//! DeleteBlocks calls and drops them from the queue once confirmed.
+//! Background deletion: purges the subtrees of recursively deleted
+//! directories (their blocks join the queue), then sends the blocks queued
+//! for each healthy datanode in DeleteBlocks calls and drops them from the
+//! queue once confirmed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +18,8 @@ use crate::store::OmStore;
 
 /// Blocks per DeleteBlocks call.
 const BATCH: usize = 1000;
+/// Purge batches per round.
+const PURGE_ROUNDS: usize = 50;
 
 /// Runs until `stop` turns true.
 pub async fn run(
@@ -30,6 +34,11 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
+        }
+        let s = store.clone();
+        let purged = tokio::task::spawn_blocking(move || purge(&s)).await;
+        if let Ok(Err(e)) = purged {
+            tracing::warn!("purging deleted directories failed: {e}");
         }
         let s = store.clone();
         let Ok(Ok(dns)) =
@@ -82,4 +91,21 @@ pub async fn run(
             }
         }
     }
+}
+
+/// Purges deleted directories, a bounded number of batches per round (each
+/// batch one transaction, so a crash loses nothing and repeats nothing).
+fn purge(store: &OmStore) -> Result<usize, crate::store::OmError> {
+    let mut total = 0;
+    for _ in 0..PURGE_ROUNDS {
+        let n = store.fs_purge(crate::fs::PURGE_BATCH)?;
+        total += n;
+        if n == 0 {
+            break;
+        }
+    }
+    if total > 0 {
+        tracing::debug!(entries = total, "purged deleted directories");
+    }
+    Ok(total)
 }

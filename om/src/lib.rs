@@ -3,6 +3,7 @@
 
 pub mod cmd;
 pub mod deletion;
+pub mod fs;
 pub mod metrics;
 pub mod placement;
 pub mod registry;

@@ -87,9 +87,10 @@ pub type OmHandle = Running<Om>;
 /// Starts the OM.
 pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     if cfg.block_size == 0 {
-        return Err(StartError::Invalid(
-            "ozone.scm.block.size must be positive".into(),
-        ));
+        return Err(StartError::Invalid(format!(
+            "{} must be positive",
+            keys::BLOCK_SIZE.name
+        )));
     }
     let path = cfg.metadata_dir.join("om.redb");
     let store = tokio::task::spawn_blocking(move || OmStore::open(&path))

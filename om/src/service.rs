@@ -22,6 +22,7 @@ impl From<OmError> for Status {
             OmError::AlreadyExists(_) => Status::already_exists(m),
             OmError::Invalid(_) => Status::invalid_argument(m),
             OmError::Unavailable(_) => Status::unavailable(m),
+            OmError::Precondition(_) => Status::failed_precondition(m),
             OmError::Meta(_) => Status::internal(m),
         }
     }
@@ -47,6 +48,14 @@ pub struct OmService {
 
 fn invalid(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(e.to_string())
+}
+
+/// A file-system path of a request, its volume and bucket checked.
+fn fs_path(p: Option<FsPath>) -> Result<FsPath, Status> {
+    let p = p.ok_or_else(|| invalid("no path given"))?;
+    check_resource_name("volume", &p.volume).map_err(invalid)?;
+    check_resource_name("bucket", &p.bucket).map_err(invalid)?;
+    Ok(p)
 }
 
 impl OmService {
@@ -143,9 +152,11 @@ impl OzoneManager for OmService {
         let r = req.into_inner();
         check_resource_name("volume", &r.volume).map_err(invalid)?;
         check_resource_name("bucket", &r.name).map_err(invalid)?;
+        let layout = BucketLayout::try_from(r.layout)
+            .map_err(|_| invalid(format!("unknown bucket layout {}", r.layout)))?;
         let b = self
             .run("CreateBucket", move |s| {
-                s.create_bucket(&r.volume, &r.name, now_ms())
+                s.create_bucket(&r.volume, &r.name, layout, now_ms())
             })
             .await?;
         Ok(Response::new(CreateBucketResponse { bucket: Some(b) }))
@@ -190,7 +201,12 @@ impl OzoneManager for OmService {
             bytes_per_checksum: r.bytes_per_checksum,
             ..Default::default()
         };
-        let session_id = self.run("OpenKey", move |s| s.open_key(&template)).await?;
+        let exclusive = r.exclusive;
+        let session_id = self
+            .run("OpenKey", move |s| {
+                s.open_key(&template, exclusive, now_ms())
+            })
+            .await?;
         Ok(Response::new(OpenKeyResponse {
             session_id,
             block_size: self.settings.block_size,
@@ -305,6 +321,94 @@ impl OzoneManager for OmService {
         })
         .await?;
         Ok(Response::new(DeleteKeyResponse {}))
+    }
+
+    async fn mkdirs(
+        &self,
+        req: Request<MkdirsRequest>,
+    ) -> Result<Response<MkdirsResponse>, Status> {
+        let p = fs_path(req.into_inner().path)?;
+        let created = self
+            .run("Mkdirs", move |s| {
+                s.fs_mkdirs(&p.volume, &p.bucket, &p.path, now_ms())
+            })
+            .await?;
+        Ok(Response::new(MkdirsResponse { created }))
+    }
+
+    async fn get_file_status(
+        &self,
+        req: Request<GetFileStatusRequest>,
+    ) -> Result<Response<GetFileStatusResponse>, Status> {
+        let p = fs_path(req.into_inner().path)?;
+        let status = self
+            .run("GetFileStatus", move |s| {
+                s.fs_status(&p.volume, &p.bucket, &p.path)
+            })
+            .await?;
+        Ok(Response::new(GetFileStatusResponse {
+            status: Some(status),
+        }))
+    }
+
+    async fn list_status(
+        &self,
+        req: Request<ListStatusRequest>,
+    ) -> Result<Response<ListStatusResponse>, Status> {
+        let r = req.into_inner();
+        let p = fs_path(r.path)?;
+        let limit = match r.limit {
+            0 => 1000,
+            n => n.min(10_000),
+        } as usize;
+        let entries = self
+            .run("ListStatus", move |s| {
+                s.fs_list(&p.volume, &p.bucket, &p.path, &r.start_after, limit)
+            })
+            .await?;
+        Ok(Response::new(ListStatusResponse { entries }))
+    }
+
+    async fn rename(
+        &self,
+        req: Request<RenameRequest>,
+    ) -> Result<Response<RenameResponse>, Status> {
+        let r = req.into_inner();
+        let p = fs_path(r.from)?;
+        let to = r.to;
+        let path = self
+            .run("Rename", move |s| {
+                s.fs_rename(&p.volume, &p.bucket, &p.path, &to, now_ms())
+            })
+            .await?;
+        Ok(Response::new(RenameResponse { path }))
+    }
+
+    async fn delete_path(
+        &self,
+        req: Request<DeletePathRequest>,
+    ) -> Result<Response<DeletePathResponse>, Status> {
+        let r = req.into_inner();
+        let p = fs_path(r.path)?;
+        let recursive = r.recursive;
+        self.run("DeletePath", move |s| {
+            s.fs_delete(&p.volume, &p.bucket, &p.path, recursive)
+        })
+        .await?;
+        Ok(Response::new(DeletePathResponse {}))
+    }
+
+    async fn get_content_summary(
+        &self,
+        req: Request<ContentSummaryRequest>,
+    ) -> Result<Response<ContentSummary>, Status> {
+        let p = fs_path(req.into_inner().path)?;
+        let sum = self
+            .run("GetContentSummary", move |s| {
+                s.fs_summary(&p.volume, &p.bucket, &p.path)
+            })
+            .await?;
+        Ok(Response::new(sum))
     }
 
     async fn register_datanode(

@@ -4,14 +4,16 @@
 
 use std::path::Path;
 
-use ozone_proto::{BlockId, BucketInfo, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo};
+use ozone_proto::{
+    BlockId, BucketInfo, BucketLayout, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo,
+};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
-const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
+pub(crate) const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
 const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
-const OPEN_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("open_keys");
+pub(crate) const OPEN_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("open_keys");
 const DATANODES: TableDefinition<&str, &[u8]> = TableDefinition::new("datanodes");
 const CONTAINERS: TableDefinition<&str, u64> = TableDefinition::new("pipeline_containers");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
@@ -30,15 +32,19 @@ pub enum OmError {
     Invalid(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The path is in a state that forbids the operation (not empty, not a
+    /// directory, being written, wrong bucket layout).
+    #[error("{0}")]
+    Precondition(String),
     #[error("metadata store: {0}")]
     Meta(String),
 }
 
-fn meta(e: impl std::fmt::Display) -> OmError {
+pub(crate) fn meta(e: impl std::fmt::Display) -> OmError {
     OmError::Meta(e.to_string())
 }
 
-fn bucket_key(volume: &str, bucket: &str) -> String {
+pub(crate) fn bucket_key(volume: &str, bucket: &str) -> String {
     format!("{volume}/{bucket}")
 }
 
@@ -46,7 +52,7 @@ fn key_key(volume: &str, bucket: &str, name: &str) -> String {
     format!("{volume}/{bucket}/{name}")
 }
 
-fn decode<M: Message + Default>(b: &[u8]) -> Result<M, OmError> {
+pub(crate) fn decode<M: Message + Default>(b: &[u8]) -> Result<M, OmError> {
     M::decode(b).map_err(meta)
 }
 
@@ -65,7 +71,7 @@ fn id_only(id: &str) -> DatanodeDetails {
 
 /// The OM database.
 pub struct OmStore {
-    db: redb::Database,
+    pub(crate) db: redb::Database,
 }
 
 impl OmStore {
@@ -85,6 +91,11 @@ impl OmStore {
         txn.open_table(COUNTERS).map_err(meta)?;
         txn.open_table(PENDING_DELETES).map_err(meta)?;
         txn.open_table(BAD_REPLICAS).map_err(meta)?;
+        txn.open_table(crate::fs::FS_DIRS).map_err(meta)?;
+        txn.open_table(crate::fs::FS_PARENTS).map_err(meta)?;
+        txn.open_table(crate::fs::FS_FILES).map_err(meta)?;
+        txn.open_table(crate::fs::FS_OPEN).map_err(meta)?;
+        txn.open_table(crate::fs::FS_DELETED).map_err(meta)?;
         txn.commit().map_err(meta)?;
         Ok(Self { db })
     }
@@ -120,12 +131,25 @@ impl OmStore {
     }
 
     /// Creates a bucket in an existing volume.
-    pub fn create_bucket(&self, volume: &str, name: &str, now: u64) -> Result<BucketInfo, OmError> {
+    pub fn create_bucket(
+        &self,
+        volume: &str,
+        name: &str,
+        layout: BucketLayout,
+        now: u64,
+    ) -> Result<BucketInfo, OmError> {
         let txn = self.db.begin_write().map_err(meta)?;
+        let fs = layout == BucketLayout::FileSystemOptimized;
         let info = BucketInfo {
             volume: volume.to_string(),
             name: name.to_string(),
             created_ms: now,
+            layout: if fs {
+                BucketLayout::FileSystemOptimized
+            } else {
+                BucketLayout::ObjectStore
+            } as i32,
+            object_id: if fs { Self::next(&txn, "object")? } else { 0 },
         };
         {
             if txn
@@ -171,7 +195,7 @@ impl OmStore {
         Ok(out)
     }
 
-    fn check_bucket(
+    pub(crate) fn check_bucket(
         txn: &redb::ReadTransaction,
         volume: &str,
         bucket: &str,
@@ -198,7 +222,7 @@ impl OmStore {
         Ok(())
     }
 
-    fn next(txn: &redb::WriteTransaction, counter: &str) -> Result<u64, OmError> {
+    pub(crate) fn next(txn: &redb::WriteTransaction, counter: &str) -> Result<u64, OmError> {
         let mut t = txn.open_table(COUNTERS).map_err(meta)?;
         let n = t
             .get(counter)
@@ -211,11 +235,25 @@ impl OmStore {
     }
 
     /// Opens a write session for a key (its bucket must exist). `template`
-    /// carries the key's names and settings; returns the session id.
-    pub fn open_key(&self, template: &KeyInfo) -> Result<u64, OmError> {
-        {
-            let r = self.db.begin_read().map_err(meta)?;
-            Self::check_bucket(&r, &template.volume, &template.bucket)?;
+    /// carries the key's names and settings; returns the session id. With
+    /// `exclusive` an existing key (in a file-system bucket also one being
+    /// written) is an error. In a file-system bucket missing parent
+    /// directories are made and the name is held until commit.
+    pub fn open_key(&self, template: &KeyInfo, exclusive: bool, now: u64) -> Result<u64, OmError> {
+        if let Some(root) = self.fs_root(&template.volume, &template.bucket)? {
+            return self.fs_create(root, template, exclusive, now);
+        }
+        if exclusive {
+            match self.lookup_key(&template.volume, &template.bucket, &template.name) {
+                Ok(_) => {
+                    return Err(OmError::AlreadyExists(format!(
+                        "key /{}",
+                        key_key(&template.volume, &template.bucket, &template.name)
+                    )));
+                }
+                Err(OmError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         let txn = self.db.begin_write().map_err(meta)?;
         let id = Self::next(&txn, "session")?;
@@ -290,7 +328,10 @@ impl OmStore {
         Ok(block)
     }
 
-    fn queue_deletes(txn: &redb::WriteTransaction, blocks: &[KeyBlock]) -> Result<(), OmError> {
+    pub(crate) fn queue_deletes(
+        txn: &redb::WriteTransaction,
+        blocks: &[KeyBlock],
+    ) -> Result<(), OmError> {
         let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
         for b in blocks {
             let Some(id) = &b.block else { continue };
@@ -369,6 +410,30 @@ impl OmStore {
                 .cloned()
                 .collect();
             Self::queue_deletes(&txn, &unused)?;
+            if session.parent_id != 0 {
+                let file = KeyInfo {
+                    size,
+                    created_ms: now,
+                    blocks: committed.clone(),
+                    ..session.clone()
+                };
+                drop(open);
+                match Self::fs_commit(&txn, id, &file, now)? {
+                    Some(k) => {
+                        txn.commit().map_err(meta)?;
+                        return Ok(k);
+                    }
+                    None => {
+                        // The parent directory was deleted while writing.
+                        Self::queue_deletes(&txn, &committed)?;
+                        txn.commit().map_err(meta)?;
+                        return Err(OmError::NotFound(format!(
+                            "the parent directory of /{}/{}/{} was deleted while it was written",
+                            session.volume, session.bucket, session.name
+                        )));
+                    }
+                }
+            }
             let kk = key_key(&session.volume, &session.bucket, &session.name);
             let mut keys = txn.open_table(KEYS).map_err(meta)?;
             let created = match keys.get(kk.as_str()).map_err(meta)? {
@@ -394,8 +459,11 @@ impl OmStore {
         Ok(key)
     }
 
-    /// A committed key.
+    /// A committed key (in a file-system bucket, the file at that path).
     pub fn lookup_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo, OmError> {
+        if let Some(root) = self.fs_root(volume, bucket)? {
+            return self.fs_lookup(root, volume, bucket, name);
+        }
         let txn = self.db.begin_read().map_err(meta)?;
         Self::check_bucket(&txn, volume, bucket)?;
         let kk = key_key(volume, bucket, name);
@@ -419,6 +487,12 @@ impl OmStore {
         start_after: &str,
         limit: usize,
     ) -> Result<Vec<KeyInfo>, OmError> {
+        if self.fs_root(volume, bucket)?.is_some() {
+            return Err(OmError::Precondition(format!(
+                "bucket /{volume}/{bucket} is FILE_SYSTEM_OPTIMIZED: list it by directory \
+                 (ListStatus, ozone fs -ls)"
+            )));
+        }
         let txn = self.db.begin_read().map_err(meta)?;
         Self::check_bucket(&txn, volume, bucket)?;
         let t = txn.open_table(KEYS).map_err(meta)?;
@@ -444,8 +518,12 @@ impl OmStore {
         Ok(out)
     }
 
-    /// Deletes a committed key; its blocks are queued for deletion.
-    pub fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo, OmError> {
+    /// Deletes a committed key; its blocks are queued for deletion. In a
+    /// file-system bucket: a file or an empty directory.
+    pub fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<(), OmError> {
+        if self.fs_root(volume, bucket)?.is_some() {
+            return self.fs_delete(volume, bucket, name, false);
+        }
         let txn = self.db.begin_write().map_err(meta)?;
         let kk = key_key(volume, bucket, name);
         let key: KeyInfo = {
@@ -457,7 +535,7 @@ impl OmStore {
         };
         Self::queue_deletes(&txn, &key.blocks)?;
         txn.commit().map_err(meta)?;
-        Ok(key)
+        Ok(())
     }
 
     /// Stores (or replaces) a datanode's details.
@@ -586,6 +664,7 @@ impl OmStore {
         };
         if let Some(s) = removed {
             Self::queue_deletes(&txn, &s.blocks)?;
+            Self::fs_release(&txn, id, &s)?;
         }
         txn.commit().map_err(meta)?;
         Ok(())
@@ -610,7 +689,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = OmStore::open(&dir.path().join("om.redb")).unwrap();
         assert!(matches!(
-            s.create_bucket("vol", "buck", 1),
+            s.create_bucket("vol", "buck", BucketLayout::ObjectStore, 1),
             Err(OmError::NotFound(_))
         ));
         s.create_volume("vol", 1).unwrap();
@@ -618,10 +697,11 @@ mod tests {
             s.create_volume("vol", 1),
             Err(OmError::AlreadyExists(_))
         ));
-        s.create_bucket("vol", "buck", 1).unwrap();
+        s.create_bucket("vol", "buck", BucketLayout::ObjectStore, 1)
+            .unwrap();
         assert_eq!(s.list_buckets("vol").unwrap().len(), 1);
 
-        let sid = s.open_key(&template("a/b")).unwrap();
+        let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b1 = s
             .allocate_block(sid, &["dn1".into(), "dn2".into()])
             .unwrap();
@@ -639,13 +719,13 @@ mod tests {
         // Wrong size is refused and keeps the session.
         assert!(s.commit_key(sid, std::slice::from_ref(&c2), 11, 2).is_err());
         assert_eq!(s.session(sid).unwrap().blocks.len(), 2);
-        let sid = s.open_key(&template("a/b")).unwrap();
+        let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b3 = s.allocate_block(sid, &["dn1".into()]).unwrap();
         let mut c3 = b3.clone();
         c3.length = 10;
         // A block of another session is refused.
         assert!(s.commit_key(sid, &[c2], 10, 2).is_err());
-        let sid = s.open_key(&template("a/b")).unwrap();
+        let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b4 = s.allocate_block(sid, &["dn1".into()]).unwrap();
         let b5 = s.allocate_block(sid, &["dn4".into()]).unwrap();
         let mut c5 = b5.clone();

@@ -1,0 +1,406 @@
+//! File-system buckets (FILE_SYSTEM_OPTIMIZED) with a real OM and
+//! datanodes: exclusive create races, directories, paged listing, rename
+//! and delete semantics, readers across a directory rename, and an OM
+//! killed with SIGKILL in the middle of renames and a recursive delete.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ozone_cli::data;
+use ozone_client::{Client, ClientError};
+use ozone_proto::BucketLayout;
+
+const V: &str = "vol";
+const B: &str = "fsb";
+
+async fn fs_bucket(c: &Client) {
+    c.create_volume(V).await.unwrap();
+    c.create_bucket_with_layout(V, B, BucketLayout::FileSystemOptimized)
+        .await
+        .unwrap();
+}
+
+async fn write(c: &Client, path: &str, bytes: &[u8]) {
+    let mut w = c.create_file(V, B, path, true).await.unwrap();
+    w.write(bytes).await.unwrap();
+    w.close().await.unwrap();
+}
+
+async fn read(c: &Client, path: &str) -> Vec<u8> {
+    let r = c.open_key(V, B, path).await.unwrap();
+    let mut out = Vec::new();
+    r.copy_to(&mut out).await.unwrap();
+    out
+}
+
+async fn names(c: &Client, dir: &str) -> Vec<String> {
+    c.list_status_all(V, B, dir)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.path)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_32_racing_exclusive_creates_exactly_one_wins() {
+    let tc = cluster(3, &[]).await;
+    let c = client(&tc.cluster, None, &[]);
+    fs_bucket(&c).await;
+    let mut tasks = Vec::new();
+    for i in 0..32u8 {
+        let c = client(&tc.cluster, None, &[]);
+        tasks.push(tokio::spawn(async move {
+            match c
+                .create_file(V, B, "hbase/.tmp/hbase-hbck.lock", false)
+                .await
+            {
+                Ok(mut w) => {
+                    w.write(&[i; 100]).await.unwrap();
+                    w.close().await.unwrap();
+                    Some(i)
+                }
+                Err(ClientError::AlreadyExists(m)) => {
+                    assert!(m.contains("hbase-hbck.lock"), "{m}");
+                    None
+                }
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        if let Some(i) = t.await.unwrap() {
+            winners.push(i);
+        }
+    }
+    assert_eq!(winners.len(), 1, "winners: {winners:?}");
+    assert_eq!(
+        read(&c, "hbase/.tmp/hbase-hbck.lock").await,
+        vec![winners[0]; 100]
+    );
+    // Closed, the file still refuses an exclusive create; overwrite works.
+    assert!(matches!(
+        c.create_file(V, B, "hbase/.tmp/hbase-hbck.lock", false)
+            .await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    write(&c, "hbase/.tmp/hbase-hbck.lock", b"again").await;
+    assert_eq!(read(&c, "hbase/.tmp/hbase-hbck.lock").await, b"again");
+    // A file being written is never taken over, even with overwrite.
+    let open = c.create_file(V, B, "wal/w1", false).await.unwrap();
+    assert!(matches!(
+        c.create_file(V, B, "wal/w1", true).await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    let st = c.file_status(V, B, "wal/w1").await.unwrap();
+    assert!(st.open && !st.is_dir && st.size == 0, "{st:?}");
+    drop(open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_follow_hadoops_rules() {
+    let tc = cluster(3, &[]).await;
+    let c = client(&tc.cluster, None, &[]);
+    fs_bucket(&c).await;
+    assert!(c.mkdirs(V, B, "a/b/c").await.unwrap());
+    assert!(!c.mkdirs(V, B, "a/b").await.unwrap(), "exists already");
+    write(&c, "a/b/f1", b"one").await;
+    write(&c, "a/f2", b"two").await;
+    assert_eq!(names(&c, "a").await, ["a/b", "a/f2"]);
+    assert_eq!(names(&c, "").await, ["a"]);
+    let st = c.file_status(V, B, "a/b").await.unwrap();
+    assert!(st.is_dir);
+    assert_eq!(c.file_status(V, B, "a/f2").await.unwrap().size, 3);
+    assert!(matches!(
+        c.file_status(V, B, "a/nope").await,
+        Err(ClientError::NotFound(_))
+    ));
+    // A file where a directory is needed.
+    assert!(matches!(
+        c.mkdirs(V, B, "a/f2/x").await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    assert!(matches!(
+        c.create_file(V, B, "a/f2/x", true).await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    // Rename a file; onto an existing file is refused; into a directory
+    // it keeps its name.
+    assert_eq!(c.rename(V, B, "a/f2", "a/f3").await.unwrap(), "a/f3");
+    write(&c, "a/f4", b"four").await;
+    assert!(matches!(
+        c.rename(V, B, "a/f3", "a/f4").await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    assert_eq!(c.rename(V, B, "a/f3", "a/b").await.unwrap(), "a/b/f3");
+    assert_eq!(read(&c, "a/b/f3").await, b"two");
+    // A directory cannot move into itself or below itself.
+    for dst in ["a/b/c", "a/b/c/d", "a/b"] {
+        let e = c.rename(V, B, "a/b", dst).await;
+        assert!(
+            matches!(e, Err(ClientError::InvalidArgument(_))) || dst == "a/b",
+            "{dst}: {e:?}"
+        );
+    }
+    // Missing source, missing destination parent.
+    assert!(matches!(
+        c.rename(V, B, "zz", "a/zz").await,
+        Err(ClientError::NotFound(_))
+    ));
+    assert!(matches!(
+        c.rename(V, B, "a/f4", "no/such/dir/f4").await,
+        Err(ClientError::NotFound(_))
+    ));
+    // A directory moves with everything under it.
+    c.mkdirs(V, B, "archive").await.unwrap();
+    assert_eq!(c.rename(V, B, "a/b", "archive").await.unwrap(), "archive/b");
+    assert_eq!(read(&c, "archive/b/f1").await, b"one");
+    assert_eq!(
+        names(&c, "archive/b").await,
+        ["archive/b/c", "archive/b/f1", "archive/b/f3"]
+    );
+    let du = c.content_summary(V, B, "archive").await.unwrap();
+    assert_eq!((du.length, du.file_count, du.directory_count), (6, 2, 3));
+    // Delete: a non-empty directory needs recursive.
+    assert!(matches!(
+        c.delete_path(V, B, "archive", false).await,
+        Err(ClientError::Precondition(_))
+    ));
+    c.delete_path(V, B, "archive", true).await.unwrap();
+    assert!(matches!(
+        c.file_status(V, B, "archive/b/f1").await,
+        Err(ClientError::NotFound(_))
+    ));
+    assert!(matches!(
+        c.open_key(V, B, "archive/b/f1").await,
+        Err(ClientError::NotFound(_))
+    ));
+    c.delete_path(V, B, "a/f4", false).await.unwrap();
+    c.delete_path(V, B, "a", false).await.unwrap();
+    assert!(names(&c, "").await.is_empty());
+    assert!(matches!(
+        c.delete_path(V, B, "", true).await,
+        Err(ClientError::InvalidArgument(_))
+    ));
+    // Bad paths are refused with the rule they break.
+    for bad in ["a/../b", "a//b"] {
+        assert!(
+            matches!(
+                c.mkdirs(V, B, bad).await,
+                Err(ClientError::InvalidArgument(_))
+            ),
+            "{bad}"
+        );
+    }
+    // Object-store buckets have no directories.
+    c.create_bucket(V, "obs").await.unwrap();
+    assert!(matches!(
+        c.mkdirs(V, "obs", "d").await,
+        Err(ClientError::Precondition(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_pages_through_thousands_of_entries_in_order() {
+    let tc = cluster(1, &[]).await;
+    let c = client(&tc.cluster, None, &[]);
+    fs_bucket(&c).await;
+    const N: usize = 2500;
+    let c = Arc::new(c);
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (t..N).step_by(8) {
+                if i % 2 == 0 {
+                    c.mkdirs(V, B, &format!("big/d{i:05}")).await.unwrap();
+                } else {
+                    let w = c
+                        .create_file(V, B, &format!("big/f{i:05}"), false)
+                        .await
+                        .unwrap();
+                    w.close().await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = String::new();
+    let mut pages = 0;
+    loop {
+        let page = c.list_status(V, B, "big", &after, 700).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        pages += 1;
+        after = page
+            .last()
+            .unwrap()
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string();
+        seen.extend(page.into_iter().map(|s| (s.path, s.is_dir)));
+    }
+    assert_eq!(pages, N.div_ceil(700));
+    assert_eq!(seen.len(), N);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(seen, sorted, "names in order across pages");
+    assert!(seen.iter().all(|(p, d)| *d == p.contains("/d")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_keep_reading_while_their_directory_is_renamed() {
+    let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
+    let c = Arc::new(client(&tc.cluster, None, &[]));
+    fs_bucket(&c).await;
+    const FILES: usize = 2000;
+    let payload = data::bytes(5, 3_000_000);
+    for i in 0..4 {
+        write(&c, &format!("region/r{i}"), &payload).await;
+    }
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (t..FILES).step_by(8) {
+                let w = c
+                    .create_file(V, B, &format!("region/e{i:05}"), false)
+                    .await
+                    .unwrap();
+                w.close().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut readers = Vec::new();
+    for i in 0..4 {
+        readers.push(c.open_key(V, B, &format!("region/r{i}")).await.unwrap());
+    }
+    let t = Instant::now();
+    assert_eq!(c.rename(V, B, "region", "moved").await.unwrap(), "moved");
+    let took = t.elapsed();
+    for (i, r) in readers.iter().enumerate() {
+        let mut buf = vec![0u8; 1 << 20];
+        for off in [0u64, 1_000_000, 1_999_999] {
+            let n = r.read_at(off, &mut buf).await.unwrap();
+            assert_eq!(
+                &buf[..n],
+                &payload[off as usize..off as usize + n],
+                "reader {i}"
+            );
+        }
+    }
+    assert_eq!(names(&c, "moved").await.len(), FILES + 4);
+    assert!(matches!(
+        c.file_status(V, B, "region").await,
+        Err(ClientError::NotFound(_))
+    ));
+    assert_eq!(read(&c, "moved/r3").await, payload);
+    eprintln!("renamed a directory of {} entries in {took:?}", FILES + 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
+    let mut tc = cluster(3, &[]).await;
+    let c = Arc::new(client(&tc.cluster, None, &[]));
+    fs_bucket(&c).await;
+    const FILES: usize = 100;
+    for i in 0..FILES {
+        write(&c, &format!("t/a/f{i:03}"), &[i as u8; 10]).await;
+    }
+    // Renames back and forth; the OM is killed at a different point each
+    // round.
+    for (round, kill_after_ms) in [37u64, 151, 263].into_iter().enumerate() {
+        let renamer = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                loop {
+                    let (from, to) = if n.is_multiple_of(2) {
+                        ("t/a", "t/b")
+                    } else {
+                        ("t/b", "t/a")
+                    };
+                    if c.rename(V, B, from, to).await.is_err() {
+                        return n;
+                    }
+                    n += 1;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
+        tc.cluster.kill_om().await;
+        let renames = renamer.await.unwrap();
+        tc.cluster.start_om().await.unwrap();
+        tc.cluster
+            .wait_healthy(3, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let c2 = client(&tc.cluster, None, &[]);
+        let a = c2.list_status_all(V, B, "t/a").await;
+        let b = c2.list_status_all(V, B, "t/b").await;
+        let (whole, other) = match (&a, &b) {
+            (Ok(x), Err(ClientError::NotFound(_))) | (Err(ClientError::NotFound(_)), Ok(x)) => {
+                (x.len(), 0)
+            }
+            _ => panic!("round {round}: expected exactly one of t/a, t/b: {a:?} / {b:?}"),
+        };
+        assert_eq!(
+            (whole, other),
+            (FILES, 0),
+            "round {round} after {renames} renames"
+        );
+        let dir = if a.is_ok() { "t/a" } else { "t/b" };
+        assert_eq!(read(&c2, &format!("{dir}/f042")).await, [42u8; 10]);
+        if dir == "t/b" {
+            c2.rename(V, B, "t/b", "t/a").await.unwrap();
+        }
+    }
+    // A recursive delete, the OM killed right after it is acknowledged:
+    // the directory stays gone and its blocks are purged after restart.
+    let c = client(&tc.cluster, None, &[]);
+    for i in 0..300 {
+        write(&c, &format!("big/d{}/f{i}", i % 7), &data::bytes(i, 20_000)).await;
+    }
+    let used = |dns: &[ozone_proto::DatanodeDetails]| dns.iter().map(|d| d.used).sum::<u64>();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = used(&c.list_datanodes().await.unwrap());
+    assert!(before >= 3 * 300 * 20_000, "{before}");
+    c.delete_path(V, B, "big", true).await.unwrap();
+    tc.cluster.kill_om().await;
+    tc.cluster.start_om().await.unwrap();
+    tc.cluster
+        .wait_healthy(3, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let c = client(&tc.cluster, None, &[]);
+    assert!(matches!(
+        c.file_status(V, B, "big").await,
+        Err(ClientError::NotFound(_))
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = used(&c.list_datanodes().await.unwrap());
+        if now + 3 * 300 * 20_000 <= before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "blocks not purged: {now} of {before} bytes left"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(names(&c, "t/a").await.len(), FILES);
+}

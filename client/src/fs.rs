@@ -1,0 +1,177 @@
+//! File-system calls on FILE_SYSTEM_OPTIMIZED buckets: directories,
+//! exclusive create, status, paged listing, atomic rename, recursive
+//! delete, content summary. Files are read with [`Client::open_key`].
+
+use ozone_proto::*;
+
+use crate::{Client, KeyWriter, Result};
+
+fn fs_path(volume: &str, bucket: &str, path: &str) -> Option<FsPath> {
+    Some(FsPath {
+        volume: volume.into(),
+        bucket: bucket.into(),
+        path: path.into(),
+    })
+}
+
+impl Client {
+    /// Makes directory `path` and its missing parents; whether it was made
+    /// (false: it existed).
+    pub async fn mkdirs(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+        let req = MkdirsRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.mkdirs(req).await }
+            })
+            .await?;
+        Ok(r.created)
+    }
+
+    /// Creates file `path` for writing, making missing parent directories.
+    /// With `overwrite` false an existing file is an error
+    /// (`ClientError::AlreadyExists`); a file being written is never taken
+    /// over. Of racing exclusive creates exactly one succeeds.
+    pub async fn create_file(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        overwrite: bool,
+    ) -> Result<KeyWriter> {
+        let name = path.trim_start_matches('/');
+        KeyWriter::open(self.inner.clone(), volume, bucket, name, !overwrite).await
+    }
+
+    /// The status of `path` ("" is the bucket's root).
+    pub async fn file_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus> {
+        let req = GetFileStatusRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.get_file_status(req).await }
+            })
+            .await?;
+        Ok(r.status.unwrap_or_default())
+    }
+
+    /// One page of directory `path`: entries named after `start_after`, at
+    /// most `limit` (0: the OM's default), by name.
+    pub async fn list_status(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        start_after: &str,
+        limit: u32,
+    ) -> Result<Vec<FileStatus>> {
+        let req = ListStatusRequest {
+            path: fs_path(volume, bucket, path),
+            start_after: start_after.into(),
+            limit,
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.list_status(req).await }
+            })
+            .await?;
+        Ok(r.entries)
+    }
+
+    /// Every entry of directory `path`, fetched page by page.
+    pub async fn list_status_all(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> Result<Vec<FileStatus>> {
+        const PAGE: u32 = 1000;
+        let mut out: Vec<FileStatus> = Vec::new();
+        loop {
+            let after = out
+                .last()
+                .map(|s| s.path.rsplit('/').next().unwrap_or_default().to_string())
+                .unwrap_or_default();
+            let page = self.list_status(volume, bucket, path, &after, PAGE).await?;
+            let done = page.len() < PAGE as usize;
+            out.extend(page);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Renames `from` to `to` atomically (a directory with everything under
+    /// it, in O(1)); an existing directory `to` receives `from` under its
+    /// own name. Returns the new path.
+    pub async fn rename(&self, volume: &str, bucket: &str, from: &str, to: &str) -> Result<String> {
+        let req = RenameRequest {
+            from: fs_path(volume, bucket, from),
+            to: to.into(),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.rename(req).await }
+            })
+            .await?;
+        Ok(r.path)
+    }
+
+    /// Deletes a file or an empty directory, or with `recursive` a
+    /// directory and everything under it.
+    pub async fn delete_path(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<()> {
+        let req = DeletePathRequest {
+            path: fs_path(volume, bucket, path),
+            recursive,
+        };
+        self.inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.delete_path(req).await }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Bytes, files and directories under `path`.
+    pub async fn content_summary(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> Result<ContentSummary> {
+        let req = ContentSummaryRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.get_content_summary(req).await }
+            })
+            .await?;
+        Ok(r)
+    }
+}

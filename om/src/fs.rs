@@ -1,0 +1,888 @@
+//! The namespace of file-system buckets (FILE_SYSTEM_OPTIMIZED), after
+//! Apache Ozone's FSO layout: a directory is a row of its own under
+//! (parent object id, name); a file is a row under (parent id, name); a
+//! file being written holds its name in the open-file table from create to
+//! commit. Renaming a directory rewrites one row (its children are keyed by
+//! its object id, which does not change), so it is atomic and O(1) in the
+//! directory's size. A recursive delete removes the directory's row and
+//! queues its object id; the subtree is purged in the background in
+//! batches, each one transaction, blocks included.
+//!
+//! Every operation is one redb write transaction, durable when it returns.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+
+use ozone_common::names::fs_components;
+use ozone_proto::*;
+use prost::Message;
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+use crate::store::{BUCKETS, OPEN_KEYS, OmError, OmStore, bucket_key, decode, meta};
+
+/// Directories: (parent id, name) -> `DirInfo`.
+pub(crate) const FS_DIRS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("fs_dirs");
+/// Directory object id -> parent id (ancestry checks after renames).
+pub(crate) const FS_PARENTS: TableDefinition<u64, u64> = TableDefinition::new("fs_parents");
+/// Files: (parent id, name) -> `KeyInfo` (its `name` is the file's own).
+pub(crate) const FS_FILES: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("fs_files");
+/// Files being written: (parent id, name) -> write session id.
+pub(crate) const FS_OPEN: TableDefinition<(u64, &str), u64> = TableDefinition::new("fs_open_files");
+/// Deleted directories whose subtrees are still being purged.
+pub(crate) const FS_DELETED: TableDefinition<u64, u8> = TableDefinition::new("fs_deleted_dirs");
+
+/// Entries purged per transaction by the background purge.
+pub const PURGE_BATCH: usize = 1000;
+
+/// What a name in a directory holds.
+enum Entry {
+    Dir(DirInfo),
+    File(KeyInfo),
+    Open(u64),
+    Missing,
+}
+
+/// The tables of one write transaction.
+struct Tables<'t> {
+    dirs: redb::Table<'t, (u64, &'static str), &'static [u8]>,
+    parents: redb::Table<'t, u64, u64>,
+    files: redb::Table<'t, (u64, &'static str), &'static [u8]>,
+    open: redb::Table<'t, (u64, &'static str), u64>,
+    deleted: redb::Table<'t, u64, u8>,
+}
+
+impl<'t> Tables<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self, OmError> {
+        Ok(Self {
+            dirs: txn.open_table(FS_DIRS).map_err(meta)?,
+            parents: txn.open_table(FS_PARENTS).map_err(meta)?,
+            files: txn.open_table(FS_FILES).map_err(meta)?,
+            open: txn.open_table(FS_OPEN).map_err(meta)?,
+            deleted: txn.open_table(FS_DELETED).map_err(meta)?,
+        })
+    }
+
+    fn entry(&self, parent: u64, name: &str) -> Result<Entry, OmError> {
+        entry_in(&self.dirs, &self.files, &self.open, parent, name)
+    }
+
+    fn has_children(&self, id: u64) -> Result<bool, OmError> {
+        let r = children(id);
+        Ok(self.dirs.range(r).map_err(meta)?.next().is_some()
+            || self.files.range(r).map_err(meta)?.next().is_some()
+            || self.open.range(r).map_err(meta)?.next().is_some())
+    }
+
+    /// Whether directory `id` is `ancestor` or lies under it.
+    fn is_within(&self, mut id: u64, ancestor: u64, root: u64) -> Result<bool, OmError> {
+        loop {
+            if id == ancestor {
+                return Ok(true);
+            }
+            if id == root {
+                return Ok(false);
+            }
+            match self.parents.get(id).map_err(meta)? {
+                Some(p) => id = p.value(),
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// Whether directory `id` is still reachable from the root (not under a
+    /// deleted directory).
+    fn alive(&self, mut id: u64, root: u64) -> Result<bool, OmError> {
+        while id != root {
+            match self.parents.get(id).map_err(meta)? {
+                Some(p) => id = p.value(),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A range of (parent id, name) keys.
+type ChildRange<'a> = (Bound<(u64, &'a str)>, Bound<(u64, &'static str)>);
+
+/// The key range of `parent`'s children.
+fn children(parent: u64) -> ChildRange<'static> {
+    (
+        Bound::Included((parent, "")),
+        Bound::Excluded((parent + 1, "")),
+    )
+}
+
+/// `parent`'s children after `start_after`.
+fn children_after(parent: u64, start_after: &str) -> ChildRange<'_> {
+    let lo = if start_after.is_empty() {
+        Bound::Included((parent, ""))
+    } else {
+        Bound::Excluded((parent, start_after))
+    };
+    (lo, Bound::Excluded((parent + 1, "")))
+}
+
+fn entry_in(
+    dirs: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
+    files: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
+    open: &impl ReadableTable<(u64, &'static str), u64>,
+    parent: u64,
+    name: &str,
+) -> Result<Entry, OmError> {
+    if let Some(v) = dirs.get((parent, name)).map_err(meta)? {
+        return Ok(Entry::Dir(decode(v.value())?));
+    }
+    if let Some(v) = files.get((parent, name)).map_err(meta)? {
+        return Ok(Entry::File(decode(v.value())?));
+    }
+    if let Some(v) = open.get((parent, name)).map_err(meta)? {
+        return Ok(Entry::Open(v.value()));
+    }
+    Ok(Entry::Missing)
+}
+
+/// The directory `comps` names, from `root`: every component must be a
+/// directory.
+fn walk_dirs(
+    dirs: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
+    files: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
+    open: &impl ReadableTable<(u64, &'static str), u64>,
+    root: u64,
+    comps: &[&str],
+    whole: &str,
+) -> Result<u64, OmError> {
+    let mut id = root;
+    for (i, c) in comps.iter().enumerate() {
+        match entry_in(dirs, files, open, id, c)? {
+            Entry::Dir(d) => id = d.object_id,
+            Entry::File(_) | Entry::Open(_) => {
+                return Err(OmError::Precondition(format!(
+                    "{} is a file, not a directory (in {whole})",
+                    comps[..=i].join("/")
+                )));
+            }
+            Entry::Missing => {
+                return Err(OmError::NotFound(format!(
+                    "directory {} (in {whole})",
+                    comps[..=i].join("/")
+                )));
+            }
+        }
+    }
+    Ok(id)
+}
+
+fn dir_status(path: String, d: &DirInfo) -> FileStatus {
+    FileStatus {
+        path,
+        is_dir: true,
+        modified_ms: d.modified_ms,
+        created_ms: d.created_ms,
+        object_id: d.object_id,
+        ..Default::default()
+    }
+}
+
+fn file_status(path: String, k: &KeyInfo, open: bool) -> FileStatus {
+    FileStatus {
+        path,
+        is_dir: false,
+        size: k.size,
+        modified_ms: k.modified_ms,
+        created_ms: k.created_ms,
+        object_id: k.object_id,
+        open,
+        replication: k.replication,
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The parent components and the last one of a non-empty path.
+fn split_last<'a>(comps: &'a [&'a str], path: &str) -> Result<(&'a [&'a str], &'a str), OmError> {
+    match comps.split_last() {
+        Some((last, parent)) => Ok((parent, last)),
+        None => Err(OmError::Invalid(format!(
+            "{path:?} names the bucket itself, not a file or directory"
+        ))),
+    }
+}
+
+impl OmStore {
+    /// The root directory id of a file-system bucket; `None` for an
+    /// object-store bucket.
+    pub fn fs_root(&self, volume: &str, bucket: &str) -> Result<Option<u64>, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        Self::check_bucket(&txn, volume, bucket)?;
+        Self::root_in(&txn.open_table(BUCKETS).map_err(meta)?, volume, bucket)
+    }
+
+    fn root_in(
+        buckets: &impl ReadableTable<&'static str, &'static [u8]>,
+        volume: &str,
+        bucket: &str,
+    ) -> Result<Option<u64>, OmError> {
+        let k = bucket_key(volume, bucket);
+        let Some(v) = buckets.get(k.as_str()).map_err(meta)? else {
+            return Err(OmError::NotFound(format!("bucket /{k}")));
+        };
+        let b: BucketInfo = decode(v.value())?;
+        Ok((b.layout() == BucketLayout::FileSystemOptimized).then_some(b.object_id))
+    }
+
+    /// The root of a file-system bucket, or an error saying the bucket is
+    /// an object store.
+    fn require_fs(&self, volume: &str, bucket: &str) -> Result<u64, OmError> {
+        self.fs_root(volume, bucket)?.ok_or_else(|| {
+            OmError::Precondition(format!(
+                "bucket /{volume}/{bucket} is an OBJECT_STORE bucket; directories need a \
+                 FILE_SYSTEM_OPTIMIZED bucket (ozone sh bucket create --layout FILE_SYSTEM_OPTIMIZED)"
+            ))
+        })
+    }
+
+    /// Makes directory `path` and its missing parents; whether it was
+    /// created (false: it existed).
+    pub fn fs_mkdirs(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        now: u64,
+    ) -> Result<bool, OmError> {
+        let root = self.require_fs(volume, bucket)?;
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let txn = self.db.begin_write().map_err(meta)?;
+        let created = {
+            let mut t = Tables::open(&txn)?;
+            let (_, created) = Self::make_dirs(&txn, &mut t, root, &comps, path, now)?;
+            created
+        };
+        txn.commit().map_err(meta)?;
+        Ok(created)
+    }
+
+    /// Walks `comps` from `root`, making missing directories; returns the
+    /// last one's id and whether any was made.
+    fn make_dirs(
+        txn: &redb::WriteTransaction,
+        t: &mut Tables,
+        root: u64,
+        comps: &[&str],
+        whole: &str,
+        now: u64,
+    ) -> Result<(u64, bool), OmError> {
+        let mut id = root;
+        let mut created = false;
+        for (i, c) in comps.iter().enumerate() {
+            match t.entry(id, c)? {
+                Entry::Dir(d) => id = d.object_id,
+                Entry::File(_) | Entry::Open(_) => {
+                    return Err(OmError::AlreadyExists(format!(
+                        "file {} (in {whole}), not a directory",
+                        comps[..=i].join("/")
+                    )));
+                }
+                Entry::Missing => {
+                    let new = Self::next(txn, "object")?;
+                    let d = DirInfo {
+                        object_id: new,
+                        parent_id: id,
+                        name: c.to_string(),
+                        created_ms: now,
+                        modified_ms: now,
+                    };
+                    t.dirs
+                        .insert((id, *c), d.encode_to_vec().as_slice())
+                        .map_err(meta)?;
+                    t.parents.insert(new, id).map_err(meta)?;
+                    id = new;
+                    created = true;
+                }
+            }
+        }
+        Ok((id, created))
+    }
+
+    /// Starts writing file `template.name` of a file-system bucket: makes
+    /// missing parent directories and reserves the name until commit.
+    /// `exclusive` fails if the file exists; a file being written is never
+    /// taken over. Returns the write session.
+    pub(crate) fn fs_create(
+        &self,
+        root: u64,
+        template: &KeyInfo,
+        exclusive: bool,
+        now: u64,
+    ) -> Result<u64, OmError> {
+        let path = template.name.clone();
+        let comps = fs_components(&path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (parent_comps, leaf) = split_last(&comps, &path)?;
+        let txn = self.db.begin_write().map_err(meta)?;
+        let id = {
+            let mut t = Tables::open(&txn)?;
+            let (parent, _) = Self::make_dirs(&txn, &mut t, root, parent_comps, &path, now)?;
+            match t.entry(parent, leaf)? {
+                Entry::Dir(_) => {
+                    return Err(OmError::AlreadyExists(format!("{path} is a directory")));
+                }
+                Entry::Open(_) => {
+                    return Err(OmError::AlreadyExists(format!(
+                        "{path} is being written by another writer"
+                    )));
+                }
+                Entry::File(_) if exclusive => {
+                    return Err(OmError::AlreadyExists(format!("file {path}")));
+                }
+                Entry::File(_) | Entry::Missing => {}
+            }
+            let id = Self::next(&txn, "session")?;
+            let session = KeyInfo {
+                parent_id: parent,
+                object_id: Self::next(&txn, "object")?,
+                ..template.clone()
+            };
+            txn.open_table(OPEN_KEYS)
+                .map_err(meta)?
+                .insert(id, session.encode_to_vec().as_slice())
+                .map_err(meta)?;
+            t.open.insert((parent, leaf), id).map_err(meta)?;
+            id
+        };
+        txn.commit().map_err(meta)?;
+        Ok(id)
+    }
+
+    /// Commits file session `session` (in `txn`): the file replaces the
+    /// name's reservation; a file it overwrites has its blocks queued.
+    /// Returns the created time to keep, or `None` when the parent
+    /// directory was deleted meanwhile (the caller drops the session).
+    pub(crate) fn fs_commit(
+        txn: &redb::WriteTransaction,
+        id: u64,
+        key: &KeyInfo,
+        now: u64,
+    ) -> Result<Option<KeyInfo>, OmError> {
+        let root = {
+            let buckets = txn.open_table(BUCKETS).map_err(meta)?;
+            Self::root_in(&buckets, &key.volume, &key.bucket)?.unwrap_or(0)
+        };
+        let mut t = Tables::open(txn)?;
+        let leaf = key.name.rsplit('/').next().unwrap_or_default().to_string();
+        let reserved = t
+            .open
+            .get((key.parent_id, leaf.as_str()))
+            .map_err(meta)?
+            .map(|v| v.value());
+        if reserved == Some(id) {
+            t.open
+                .remove((key.parent_id, leaf.as_str()))
+                .map_err(meta)?;
+        }
+        if !t.alive(key.parent_id, root)? {
+            return Ok(None);
+        }
+        let mut stored = KeyInfo {
+            name: leaf.clone(),
+            modified_ms: now,
+            ..key.clone()
+        };
+        if let Some(old) = t.files.get((key.parent_id, leaf.as_str())).map_err(meta)? {
+            let old: KeyInfo = decode(old.value())?;
+            stored.created_ms = old.created_ms;
+            Self::queue_deletes(txn, &old.blocks)?;
+        }
+        t.files
+            .insert(
+                (key.parent_id, leaf.as_str()),
+                stored.encode_to_vec().as_slice(),
+            )
+            .map_err(meta)?;
+        Ok(Some(KeyInfo {
+            name: key.name.clone(),
+            ..stored
+        }))
+    }
+
+    /// Drops the name reservation of an abandoned file session (in `txn`).
+    pub(crate) fn fs_release(
+        txn: &redb::WriteTransaction,
+        id: u64,
+        key: &KeyInfo,
+    ) -> Result<(), OmError> {
+        if key.parent_id == 0 {
+            return Ok(());
+        }
+        let mut open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let leaf = key.name.rsplit('/').next().unwrap_or_default();
+        let held = open
+            .get((key.parent_id, leaf))
+            .map_err(meta)?
+            .map(|v| v.value());
+        if held == Some(id) {
+            open.remove((key.parent_id, leaf)).map_err(meta)?;
+        }
+        Ok(())
+    }
+
+    /// The file at `path` of a file-system bucket (a file being written:
+    /// the length readers may see, without blocks so far).
+    pub(crate) fn fs_lookup(
+        &self,
+        root: u64,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> Result<KeyInfo, OmError> {
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (parent_comps, leaf) = split_last(&comps, path)?;
+        let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let not_found = || OmError::NotFound(format!("file /{volume}/{bucket}/{path}"));
+        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
+            Ok(p) => p,
+            Err(OmError::NotFound(_)) => return Err(not_found()),
+            Err(e) => return Err(e),
+        };
+        match entry_in(&dirs, &files, &open, parent, leaf)? {
+            Entry::File(k) => Ok(KeyInfo {
+                name: path.to_string(),
+                ..k
+            }),
+            Entry::Open(session) => {
+                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+                let s: KeyInfo = match t.get(session).map_err(meta)? {
+                    Some(v) => decode(v.value())?,
+                    None => return Err(not_found()),
+                };
+                Ok(KeyInfo {
+                    name: path.to_string(),
+                    size: 0,
+                    blocks: Vec::new(),
+                    ..s
+                })
+            }
+            Entry::Dir(_) => Err(OmError::Precondition(format!(
+                "/{volume}/{bucket}/{path} is a directory"
+            ))),
+            Entry::Missing => Err(not_found()),
+        }
+    }
+
+    /// The status of `path` ("" is the bucket's root).
+    pub fn fs_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus, OmError> {
+        let root = self.require_fs(volume, bucket)?;
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let shown = comps.join("/");
+        let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let Some((leaf, parent_comps)) = comps.split_last() else {
+            return Ok(FileStatus {
+                path: String::new(),
+                is_dir: true,
+                object_id: root,
+                ..Default::default()
+            });
+        };
+        let not_found = || OmError::NotFound(format!("/{volume}/{bucket}/{shown}"));
+        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
+            Ok(p) => p,
+            Err(OmError::NotFound(_)) => return Err(not_found()),
+            Err(e) => return Err(e),
+        };
+        match entry_in(&dirs, &files, &open, parent, leaf)? {
+            Entry::Dir(d) => Ok(dir_status(shown, &d)),
+            Entry::File(k) => Ok(file_status(shown, &k, false)),
+            Entry::Open(session) => {
+                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+                let s: KeyInfo = match t.get(session).map_err(meta)? {
+                    Some(v) => decode(v.value())?,
+                    None => return Err(not_found()),
+                };
+                Ok(file_status(shown, &KeyInfo { size: 0, ..s }, true))
+            }
+            Entry::Missing => Err(not_found()),
+        }
+    }
+
+    /// The entries of directory `path` (or the file itself) whose names
+    /// sort after `start_after`, at most `limit`, by name.
+    pub fn fs_list(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<Vec<FileStatus>, OmError> {
+        let status = self.fs_status(volume, bucket, path)?;
+        if !status.is_dir {
+            return Ok(if start_after.is_empty() {
+                vec![status]
+            } else {
+                Vec::new()
+            });
+        }
+        let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let sessions = txn.open_table(OPEN_KEYS).map_err(meta)?;
+        let id = status.object_id;
+        let base = status.path;
+        let mut out: Vec<(String, FileStatus)> = Vec::with_capacity(limit.min(1024));
+        for row in dirs
+            .range(children_after(id, start_after))
+            .map_err(meta)?
+            .take(limit)
+        {
+            let (k, v) = row.map_err(meta)?;
+            let d: DirInfo = decode(v.value())?;
+            let name = k.value().1.to_string();
+            out.push((name.clone(), dir_status(join(&base, &name), &d)));
+        }
+        for row in files
+            .range(children_after(id, start_after))
+            .map_err(meta)?
+            .take(limit)
+        {
+            let (k, v) = row.map_err(meta)?;
+            let f: KeyInfo = decode(v.value())?;
+            let name = k.value().1.to_string();
+            out.push((name.clone(), file_status(join(&base, &name), &f, false)));
+        }
+        for row in open
+            .range(children_after(id, start_after))
+            .map_err(meta)?
+            .take(limit)
+        {
+            let (k, v) = row.map_err(meta)?;
+            let name = k.value().1.to_string();
+            if files.get((id, name.as_str())).map_err(meta)?.is_some() {
+                continue; // the committed version is listed
+            }
+            if let Some(s) = sessions.get(v.value()).map_err(meta)? {
+                let s: KeyInfo = decode(s.value())?;
+                let f = KeyInfo { size: 0, ..s };
+                out.push((name.clone(), file_status(join(&base, &name), &f, true)));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.truncate(limit);
+        Ok(out.into_iter().map(|(_, s)| s).collect())
+    }
+
+    /// Renames `from` to `to` atomically (Hadoop's rules: the destination's
+    /// parent must be a directory; an existing directory receives the
+    /// source under its own name; an existing file is not replaced; a
+    /// directory cannot move into itself). Returns the new path.
+    pub fn fs_rename(
+        &self,
+        volume: &str,
+        bucket: &str,
+        from: &str,
+        to: &str,
+        now: u64,
+    ) -> Result<String, OmError> {
+        let root = self.require_fs(volume, bucket)?;
+        let fc = fs_components(from).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let tc = fs_components(to).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (src_parent_comps, src_name) = split_last(&fc, from)?;
+        let txn = self.db.begin_write().map_err(meta)?;
+        let new_path = {
+            let mut t = Tables::open(&txn)?;
+            let sp = walk_dirs(&t.dirs, &t.files, &t.open, root, src_parent_comps, from)?;
+            let src = t.entry(sp, src_name)?;
+            match &src {
+                Entry::Missing => {
+                    return Err(OmError::NotFound(format!(
+                        "rename source /{volume}/{bucket}/{}",
+                        fc.join("/")
+                    )));
+                }
+                Entry::Open(_) => {
+                    return Err(OmError::Precondition(format!(
+                        "{} is being written: close it (or recover its lease) before renaming",
+                        fc.join("/")
+                    )));
+                }
+                Entry::Dir(_) | Entry::File(_) => {}
+            }
+            // Where it goes: into an existing directory under its own name,
+            // or to the destination path itself.
+            let (tp, tname, tpath) = match tc.split_last() {
+                None => (root, src_name.to_string(), src_name.to_string()),
+                Some((last, parent_comps)) => {
+                    let dp = walk_dirs(&t.dirs, &t.files, &t.open, root, parent_comps, to)
+                        .map_err(|e| match e {
+                            OmError::NotFound(m) => {
+                                OmError::NotFound(format!("rename destination's parent: {m}"))
+                            }
+                            e => e,
+                        })?;
+                    match t.entry(dp, last)? {
+                        Entry::Dir(d) => (
+                            d.object_id,
+                            src_name.to_string(),
+                            format!("{}/{src_name}", tc.join("/")),
+                        ),
+                        Entry::File(_) | Entry::Open(_) => {
+                            if sp == dp && *last == src_name {
+                                return Ok(fc.join("/")); // a file onto itself
+                            }
+                            return Err(OmError::AlreadyExists(format!(
+                                "rename destination /{volume}/{bucket}/{}",
+                                tc.join("/")
+                            )));
+                        }
+                        Entry::Missing => (dp, last.to_string(), tc.join("/")),
+                    }
+                }
+            };
+            if tp == sp && tname == src_name {
+                return Ok(fc.join("/"));
+            }
+            if let Entry::Dir(d) = &src
+                && t.is_within(tp, d.object_id, root)?
+            {
+                return Err(OmError::Invalid(format!(
+                    "cannot move directory {} into itself ({tpath})",
+                    fc.join("/")
+                )));
+            }
+            if !matches!(t.entry(tp, &tname)?, Entry::Missing) {
+                return Err(OmError::AlreadyExists(format!(
+                    "rename destination /{volume}/{bucket}/{tpath}"
+                )));
+            }
+            match src {
+                Entry::Dir(mut d) => {
+                    t.dirs.remove((sp, src_name)).map_err(meta)?;
+                    d.parent_id = tp;
+                    d.name = tname.clone();
+                    d.modified_ms = now;
+                    t.dirs
+                        .insert((tp, tname.as_str()), d.encode_to_vec().as_slice())
+                        .map_err(meta)?;
+                    t.parents.insert(d.object_id, tp).map_err(meta)?;
+                }
+                Entry::File(mut k) => {
+                    t.files.remove((sp, src_name)).map_err(meta)?;
+                    k.parent_id = tp;
+                    k.name = tname.clone();
+                    k.modified_ms = now;
+                    t.files
+                        .insert((tp, tname.as_str()), k.encode_to_vec().as_slice())
+                        .map_err(meta)?;
+                }
+                Entry::Open(_) | Entry::Missing => unreachable!("checked above"),
+            }
+            tpath
+        };
+        txn.commit().map_err(meta)?;
+        Ok(new_path)
+    }
+
+    /// Deletes a file, an empty directory, or (with `recursive`) a
+    /// directory and everything under it: the directory disappears at once,
+    /// its subtree is purged in the background.
+    pub fn fs_delete(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<(), OmError> {
+        let root = self.require_fs(volume, bucket)?;
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (parent_comps, leaf) = split_last(&comps, path)?;
+        let txn = self.db.begin_write().map_err(meta)?;
+        {
+            let mut t = Tables::open(&txn)?;
+            let parent = walk_dirs(&t.dirs, &t.files, &t.open, root, parent_comps, path)?;
+            match t.entry(parent, leaf)? {
+                Entry::Missing => {
+                    return Err(OmError::NotFound(format!(
+                        "/{volume}/{bucket}/{}",
+                        comps.join("/")
+                    )));
+                }
+                Entry::File(k) => {
+                    t.files.remove((parent, leaf)).map_err(meta)?;
+                    Self::queue_deletes(&txn, &k.blocks)?;
+                }
+                Entry::Open(session) => {
+                    t.open.remove((parent, leaf)).map_err(meta)?;
+                    Self::drop_session(&txn, session)?;
+                }
+                Entry::Dir(d) => {
+                    let busy = t.has_children(d.object_id)?;
+                    if busy && !recursive {
+                        return Err(OmError::Precondition(format!(
+                            "directory /{volume}/{bucket}/{} is not empty (delete it recursively)",
+                            comps.join("/")
+                        )));
+                    }
+                    t.dirs.remove((parent, leaf)).map_err(meta)?;
+                    t.parents.remove(d.object_id).map_err(meta)?;
+                    if busy {
+                        t.deleted.insert(d.object_id, 0u8).map_err(meta)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(meta)?;
+        Ok(())
+    }
+
+    /// Removes a write session (in `txn`), queueing its blocks.
+    fn drop_session(txn: &redb::WriteTransaction, session: u64) -> Result<(), OmError> {
+        let removed = txn
+            .open_table(OPEN_KEYS)
+            .map_err(meta)?
+            .remove(session)
+            .map_err(meta)?
+            .map(|v| decode::<KeyInfo>(v.value()))
+            .transpose()?;
+        if let Some(s) = removed {
+            Self::queue_deletes(txn, &s.blocks)?;
+        }
+        Ok(())
+    }
+
+    /// Purges up to `batch` entries under deleted directories in one
+    /// transaction: files (blocks queued), files being written (sessions
+    /// dropped), subdirectories (queued in turn). A directory leaves the
+    /// queue when it has no entries left. Returns the entries purged.
+    pub fn fs_purge(&self, batch: usize) -> Result<usize, OmError> {
+        let txn = self.db.begin_write().map_err(meta)?;
+        let mut purged = 0;
+        {
+            let mut t = Tables::open(&txn)?;
+            let ids: Vec<u64> = t
+                .deleted
+                .iter()
+                .map_err(meta)?
+                .take(64)
+                .map(|r| r.map(|(k, _)| k.value()).map_err(meta))
+                .collect::<Result<_, _>>()?;
+            for id in ids {
+                if purged >= batch {
+                    break;
+                }
+                let files: Vec<(String, KeyInfo)> = t
+                    .files
+                    .range(children(id))
+                    .map_err(meta)?
+                    .take(batch - purged)
+                    .map(|r| {
+                        let (k, v) = r.map_err(meta)?;
+                        Ok((k.value().1.to_string(), decode(v.value())?))
+                    })
+                    .collect::<Result<_, OmError>>()?;
+                for (name, f) in &files {
+                    t.files.remove((id, name.as_str())).map_err(meta)?;
+                    Self::queue_deletes(&txn, &f.blocks)?;
+                }
+                purged += files.len();
+                let open: Vec<(String, u64)> = t
+                    .open
+                    .range(children(id))
+                    .map_err(meta)?
+                    .take(batch.saturating_sub(purged))
+                    .map(|r| {
+                        let (k, v) = r.map_err(meta)?;
+                        Ok((k.value().1.to_string(), v.value()))
+                    })
+                    .collect::<Result<_, OmError>>()?;
+                for (name, session) in &open {
+                    t.open.remove((id, name.as_str())).map_err(meta)?;
+                    Self::drop_session(&txn, *session)?;
+                }
+                purged += open.len();
+                let dirs: Vec<(String, u64)> = t
+                    .dirs
+                    .range(children(id))
+                    .map_err(meta)?
+                    .take(batch.saturating_sub(purged))
+                    .map(|r| {
+                        let (k, v) = r.map_err(meta)?;
+                        Ok((
+                            k.value().1.to_string(),
+                            decode::<DirInfo>(v.value())?.object_id,
+                        ))
+                    })
+                    .collect::<Result<_, OmError>>()?;
+                for (name, sub) in &dirs {
+                    t.dirs.remove((id, name.as_str())).map_err(meta)?;
+                    t.parents.remove(*sub).map_err(meta)?;
+                    t.deleted.insert(*sub, 0u8).map_err(meta)?;
+                }
+                purged += dirs.len();
+                if !t.has_children(id)? {
+                    t.deleted.remove(id).map_err(meta)?;
+                    purged += 1;
+                }
+            }
+        }
+        txn.commit().map_err(meta)?;
+        Ok(purged)
+    }
+
+    /// Directories still being purged.
+    pub fn fs_purge_pending(&self) -> Result<u64, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        txn.open_table(FS_DELETED)
+            .map_err(meta)?
+            .len()
+            .map_err(meta)
+    }
+
+    /// Bytes, files and directories under `path` (a directory counts
+    /// itself, as in Hadoop).
+    pub fn fs_summary(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> Result<ContentSummary, OmError> {
+        let status = self.fs_status(volume, bucket, path)?;
+        if !status.is_dir {
+            return Ok(ContentSummary {
+                length: status.size,
+                file_count: 1,
+                directory_count: 0,
+            });
+        }
+        let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let mut sum = ContentSummary::default();
+        let mut queue = VecDeque::from([status.object_id]);
+        while let Some(id) = queue.pop_front() {
+            sum.directory_count += 1;
+            for row in files.range(children(id)).map_err(meta)? {
+                let (_, v) = row.map_err(meta)?;
+                let f: KeyInfo = decode(v.value())?;
+                sum.length += f.size;
+                sum.file_count += 1;
+            }
+            for row in dirs.range(children(id)).map_err(meta)? {
+                let (_, v) = row.map_err(meta)?;
+                queue.push_back(decode::<DirInfo>(v.value())?.object_id);
+            }
+        }
+        Ok(sum)
+    }
+}
