@@ -42,10 +42,10 @@ impl Drop for Up {
     }
 }
 
-#[test]
-fn local_up_then_shell_round_trips_50_mib() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = dir.path().join("cluster");
+/// Starts `ozone local up` with `datanodes` in `dir`; returns it and the
+/// cluster.env it wrote.
+fn local_up(dir: &std::path::Path, datanodes: usize) -> (Up, String) {
+    let cluster_dir = dir.join("cluster");
     let mut up = Up(Command::new(exe())
         .args([
             "local",
@@ -53,7 +53,7 @@ fn local_up_then_shell_round_trips_50_mib() {
             "--dir",
             cluster_dir.to_str().unwrap(),
             "--datanodes",
-            "3",
+            &datanodes.to_string(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -74,6 +74,13 @@ fn local_up_then_shell_round_trips_50_mib() {
         "{env}"
     );
     assert!(env.contains("OZONE_LOCAL_CLUSTER_DIR="), "{env}");
+    (up, env)
+}
+
+#[test]
+fn local_up_then_shell_round_trips_50_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut up, env) = local_up(dir.path(), 3);
     let om = env.as_str();
 
     ok(om, &["sh", "volume", "create", "/vol1"]);
@@ -243,4 +250,97 @@ fn config_shows_values_sources_and_typos() {
     );
     let table = ok("", &["config", "--markdown"]);
     assert!(table.starts_with("| Key | Type | Default"));
+}
+
+#[test]
+fn the_fs_shell_works_on_a_file_system_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, env) = local_up(dir.path(), 3);
+    let env = env.as_str();
+    let om = env
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("OZONE_OM_ADDRESS=")
+        .unwrap();
+    ok(env, &["sh", "volume", "create", "/vol1"]);
+    let made = ok(
+        env,
+        &[
+            "sh",
+            "bucket",
+            "create",
+            "--layout",
+            "FILE_SYSTEM_OPTIMIZED",
+            "/vol1/fsb",
+        ],
+    );
+    assert!(made.contains("FILE_SYSTEM_OPTIMIZED"), "{made}");
+    let src = dir.path().join("hfile");
+    std::fs::write(&src, data::bytes(3, 3 << 20)).unwrap();
+    let src = src.to_str().unwrap();
+    ok(env, &["fs", "-mkdir", "-p", "/vol1/fsb/hbase/data/t1/.tmp"]);
+    let no_parent = ozone(env, &["fs", "-mkdir", "/vol1/fsb/x/y"]);
+    assert!(!no_parent.status.success());
+    ok(
+        env,
+        &["fs", "-put", src, "/vol1/fsb/hbase/data/t1/.tmp/hf1"],
+    );
+    let again = ozone(
+        env,
+        &["fs", "-put", src, "/vol1/fsb/hbase/data/t1/.tmp/hf1"],
+    );
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("-f"));
+    ok(
+        env,
+        &["fs", "-put", "-f", src, "/vol1/fsb/hbase/data/t1/.tmp/hf1"],
+    );
+    // The HFile commit: rename from .tmp into the family directory.
+    ok(env, &["fs", "-mkdir", "/vol1/fsb/hbase/data/t1/cf"]);
+    let uri = format!("ofs://{om}/vol1/fsb/hbase/data/t1/.tmp/hf1");
+    ok(env, &["fs", "-mv", &uri, "/vol1/fsb/hbase/data/t1/cf"]);
+    let ls = ok(env, &["fs", "-ls", "-R", "/vol1/fsb/hbase"]);
+    assert!(ls.contains(" /vol1/fsb/hbase/data/t1/cf/hf1"), "{ls}");
+    assert!(!ls.contains(".tmp/hf1"), "{ls}");
+    assert!(
+        ls.lines()
+            .any(|l| l.starts_with('d') && l.ends_with("/vol1/fsb/hbase/data")),
+        "{ls}"
+    );
+    let cat = ozone(env, &["fs", "-cat", "/vol1/fsb/hbase/data/t1/cf/hf1"]);
+    assert!(cat.status.success());
+    assert!(
+        cat.stdout == data::bytes(3, 3 << 20),
+        "-cat gives the bytes"
+    );
+    let stat = ok(env, &["fs", "-stat", "/vol1/fsb/hbase/data/t1/cf/hf1"]);
+    assert!(
+        stat.starts_with('-') && stat.contains(&(3u64 << 20).to_string()),
+        "{stat}"
+    );
+    let du = ok(env, &["fs", "-du", "-s", "/vol1/fsb/hbase"]);
+    assert_eq!(du.trim(), format!("{}  /vol1/fsb/hbase", 3u64 << 20));
+    let test = |args: &[&str]| ozone(env, args).status.code();
+    assert_eq!(
+        test(&["fs", "-test", "-e", "/vol1/fsb/hbase/data/t1/cf/hf1"]),
+        Some(0)
+    );
+    assert_eq!(
+        test(&["fs", "-test", "-d", "/vol1/fsb/hbase/data/t1/cf/hf1"]),
+        Some(1)
+    );
+    assert_eq!(test(&["fs", "-test", "-e", "/vol1/fsb/nope"]), Some(1));
+    let rm_dir = ozone(env, &["fs", "-rm", "/vol1/fsb/hbase"]);
+    assert!(!rm_dir.status.success());
+    assert!(String::from_utf8_lossy(&rm_dir.stderr).contains("-r"));
+    ok(env, &["fs", "-rm", "-r", "/vol1/fsb/hbase"]);
+    assert_eq!(test(&["fs", "-test", "-e", "/vol1/fsb/hbase"]), Some(1));
+    // Object-store buckets say what they need.
+    ok(env, &["sh", "bucket", "create", "/vol1/obs"]);
+    let obs = ozone(env, &["fs", "-mkdir", "-p", "/vol1/obs/d"]);
+    assert!(String::from_utf8_lossy(&obs.stderr).contains("FILE_SYSTEM_OPTIMIZED"));
+    let usage = ozone(env, &["fs", "-frobnicate", "/vol1/fsb"]);
+    assert!(!usage.status.success());
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("Usage: ozone fs"));
 }
