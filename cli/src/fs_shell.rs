@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use ozone_client::{Client, ClientError};
+use ozone_client::{ClientError, FsAccess, KeyRead};
 use ozone_common::names::{check_resource_name, fs_components};
 use ozone_proto::FileStatus;
 use tokio::io::AsyncWriteExt;
@@ -149,10 +149,11 @@ fn millis(ms: u64) -> String {
     )
 }
 
-/// Runs one `ozone fs` command; returns the exit code. `client` makes the
-/// client for an OM an `ofs://` URI names (or the configured one).
-pub async fn run(
-    client: impl Fn(Option<&str>) -> anyhow::Result<Client>,
+/// Runs one `ozone fs` command through either client (the cluster, or a
+/// sidecar); returns the exit code. `client` makes the client for the OM
+/// an `ofs://` URI names (or the configured one).
+pub async fn run<A: FsAccess>(
+    client: impl Fn(Option<&str>) -> anyhow::Result<A>,
     args: &[String],
 ) -> anyhow::Result<i32> {
     let Some((cmd, rest)) = args.split_first() else {
@@ -208,11 +209,10 @@ pub async fn run(
                     .context("the local file has no name")?;
                 t = t.child(name);
             }
-            let mut f = tokio::fs::File::open(&local)
+            let f = tokio::fs::File::open(&local)
                 .await
                 .with_context(|| format!("opening {local}"))?;
-            let mut w = c
-                .create_file(&t.volume, &t.bucket, &t.path, opts.contains(&"-f"))
+            c.put_file(&t.volume, &t.bucket, &t.path, opts.contains(&"-f"), f)
                 .await
                 .map_err(|e| match e {
                     ClientError::AlreadyExists(m) => {
@@ -220,37 +220,30 @@ pub async fn run(
                     }
                     e => e.into(),
                 })?;
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = tokio::io::AsyncReadExt::read(&mut f, &mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                w.write(&buf[..n]).await?;
-            }
-            w.close().await?;
         }
         "get" | "copyToLocal" => {
             check_opts(cmd, &opts, &[])?;
             let [p, local] = operands::<2>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let r = c.open_key(&t.volume, &t.bucket, &t.path).await?;
+            let r = c.open(&t.volume, &t.bucket, &t.path, None).await?;
             let mut f = tokio::fs::File::create(&local)
                 .await
                 .with_context(|| format!("creating {local}"))?;
             r.copy_to(&mut f).await?;
             f.sync_all().await?;
+            r.close().await?;
         }
         "cat" => {
             check_opts(cmd, &opts, &[])?;
             let [p] = operands::<1>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let r = c.open_key(&t.volume, &t.bucket, &t.path).await?;
+            let r = c.open(&t.volume, &t.bucket, &t.path, None).await?;
             let mut out = tokio::io::stdout();
             r.copy_to(&mut out).await?;
             out.flush().await?;
+            r.close().await?;
         }
         "mv" => {
             check_opts(cmd, &opts, &[])?;
@@ -330,7 +323,7 @@ pub async fn run(
 }
 
 /// `-ls [-R]`: one line per entry, directories first visited in name order.
-async fn list(c: &Client, t: &FsTarget, recursive: bool) -> anyhow::Result<()> {
+async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool) -> anyhow::Result<()> {
     let mut stack = vec![t.path.clone()];
     while let Some(dir) = stack.pop() {
         let entries = c.list_status_all(&t.volume, &t.bucket, &dir).await?;

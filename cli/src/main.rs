@@ -684,22 +684,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Sh { cmd } => sh(&cli, cmd).await,
         Cmd::Fs { args } => {
             let conf = cli.conf()?;
-            let code = fs_shell::run(
-                |om| match om {
-                    Some(om) => {
-                        let mut c = conf.clone();
-                        c.set_from(
-                            keys::OM_ADDRESS.name,
-                            om.to_string(),
-                            Source::Flag("ofs://"),
-                        );
-                        cli.client_of(&c)
-                    }
-                    None => cli.client_of(&conf),
-                },
-                args,
-            )
-            .await?;
+            let code = if let Some(socket) = conf.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
+                // Through the workload's sidecar (its OM, its policy).
+                fs_shell::run(|_| Ok(ozone_client::SidecarClient::unix(&socket)?), args).await?
+            } else {
+                fs_shell::run(
+                    |om| match om {
+                        Some(om) => {
+                            let mut c = conf.clone();
+                            c.set_from(
+                                keys::OM_ADDRESS.name,
+                                om.to_string(),
+                                Source::Flag("ofs://"),
+                            );
+                            cli.client_of(&c)
+                        }
+                        None => cli.client_of(&conf),
+                    },
+                    args,
+                )
+                .await?
+            };
             if code != 0 {
                 std::process::exit(code);
             }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ozone_cli::data;
-use ozone_client::{Client, ClientError};
+use ozone_client::{Client, ClientError, FsAccess};
 use ozone_proto::BucketLayout;
 
 const V: &str = "vol";

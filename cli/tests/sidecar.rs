@@ -581,3 +581,76 @@ async fn one_key_interface_for_the_cluster_and_the_sidecar() {
     one_key_lifecycle(&SidecarClient::unix(&s.socket).unwrap(), "through-sidecar").await;
     tc.cluster.stop().await;
 }
+
+/// The file-system calls through a sidecar: an application with only the
+/// sidecar's socket makes directories, creates exclusively, renames, lists,
+/// reads under the policy and deletes recursively.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_system_calls_go_through_the_sidecar() {
+    use ozone_client::FsAccess;
+    use ozone_proto::BucketLayout;
+    let tc = cluster(3, &[]).await;
+    let c = &tc.cluster;
+    let admin = client(c, None, &[]);
+    admin.create_volume("vol").await.unwrap();
+    admin
+        .create_bucket_with_layout("vol", "fsb", BucketLayout::FileSystemOptimized)
+        .await
+        .unwrap();
+    let mut c = tc.cluster;
+    let s = c
+        .start_sidecar("node1", "fs", &["ozone.client.verify.checksum = false"])
+        .await
+        .unwrap();
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    assert!(app.mkdirs("vol", "fsb", "hbase/WALs/rs1").await.unwrap());
+    let wal = data::bytes(21, 300_000);
+    app.put_file("vol", "fsb", "hbase/WALs/rs1/w.1", false, &wal[..])
+        .await
+        .unwrap();
+    // Exclusive create of an existing file is refused with its own code.
+    let again = app
+        .put_file("vol", "fsb", "hbase/WALs/rs1/w.1", false, &b"x"[..])
+        .await;
+    assert!(
+        matches!(again, Err(ClientError::AlreadyExists(_))),
+        "{again:?}"
+    );
+    assert_eq!(
+        app.rename("vol", "fsb", "hbase/WALs/rs1", "hbase/oldWALs")
+            .await
+            .unwrap(),
+        "hbase/oldWALs"
+    );
+    let listed = app
+        .list_status_all("vol", "fsb", "hbase/oldWALs")
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].path, "hbase/oldWALs/w.1");
+    assert_eq!(listed[0].size, wal.len() as u64);
+    let r = app
+        .open_key("vol", "fsb", "hbase/oldWALs/w.1")
+        .await
+        .unwrap();
+    assert!(
+        !r.verify_checksum(),
+        "the workload's policy applies to files"
+    );
+    let mut got = vec![0u8; wal.len()];
+    r.read_exact_at(0, &mut got).await.unwrap();
+    assert!(got == wal);
+    r.close().await.unwrap();
+    let du = app.content_summary("vol", "fsb", "hbase").await.unwrap();
+    assert_eq!((du.length, du.file_count), (wal.len() as u64, 1));
+    assert!(matches!(
+        app.delete_path("vol", "fsb", "hbase", false).await,
+        Err(ClientError::Precondition(_))
+    ));
+    app.delete_path("vol", "fsb", "hbase", true).await.unwrap();
+    assert!(matches!(
+        app.file_status("vol", "fsb", "hbase/oldWALs/w.1").await,
+        Err(ClientError::NotFound(_))
+    ));
+    c.stop_sidecar("fs").await;
+}

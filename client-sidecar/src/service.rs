@@ -24,6 +24,17 @@ fn key(k: Option<KeyRef>) -> Result<KeyRef, Status> {
     Ok(k)
 }
 
+/// A file-system path of a request.
+fn fs_path(p: Option<FsPath>) -> Result<FsPath, Status> {
+    let p = p.ok_or_else(|| Status::invalid_argument("no path given"))?;
+    if p.volume.is_empty() || p.bucket.is_empty() {
+        return Err(Status::invalid_argument(
+            "a path needs a volume and a bucket",
+        ));
+    }
+    Ok(p)
+}
+
 /// The gRPC service.
 #[derive(Clone)]
 pub struct SidecarService {
@@ -207,12 +218,13 @@ impl Sidecar for SidecarService {
         req: Request<SidecarCreateRequest>,
     ) -> Result<Response<SidecarCreateResponse>, Status> {
         let _g = self.state.enter()?;
-        let k = key(req.into_inner().key)?;
+        let r = req.into_inner();
+        let k = key(r.key)?;
         let w = self
             .state
             .active()
             .client
-            .create_key(&k.volume, &k.bucket, &k.key)
+            .create_file(&k.volume, &k.bucket, &k.key, !r.exclusive)
             .await
             .map_err(status)?;
         let handle = self.state.add_writer(w)?;
@@ -270,6 +282,95 @@ impl Sidecar for SidecarService {
             .await
             .map_err(status)?;
         Ok(Response::new(SidecarDeleteResponse {}))
+    }
+
+    async fn mkdirs(
+        &self,
+        req: Request<MkdirsRequest>,
+    ) -> Result<Response<MkdirsResponse>, Status> {
+        let _g = self.state.enter()?;
+        let p = fs_path(req.into_inner().path)?;
+        let client = self.state.active().client.clone();
+        let created = client
+            .mkdirs(&p.volume, &p.bucket, &p.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(MkdirsResponse { created }))
+    }
+
+    async fn get_file_status(
+        &self,
+        req: Request<GetFileStatusRequest>,
+    ) -> Result<Response<GetFileStatusResponse>, Status> {
+        let _g = self.state.enter()?;
+        let p = fs_path(req.into_inner().path)?;
+        let client = self.state.active().client.clone();
+        let status = client
+            .file_status(&p.volume, &p.bucket, &p.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(GetFileStatusResponse {
+            status: Some(status),
+        }))
+    }
+
+    async fn list_status(
+        &self,
+        req: Request<ListStatusRequest>,
+    ) -> Result<Response<ListStatusResponse>, Status> {
+        let _g = self.state.enter()?;
+        let r = req.into_inner();
+        let p = fs_path(r.path)?;
+        let client = self.state.active().client.clone();
+        let entries = client
+            .list_status(&p.volume, &p.bucket, &p.path, &r.start_after, r.limit)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(ListStatusResponse { entries }))
+    }
+
+    async fn rename(
+        &self,
+        req: Request<RenameRequest>,
+    ) -> Result<Response<RenameResponse>, Status> {
+        let _g = self.state.enter()?;
+        let r = req.into_inner();
+        let p = fs_path(r.from)?;
+        let client = self.state.active().client.clone();
+        let path = client
+            .rename(&p.volume, &p.bucket, &p.path, &r.to)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(RenameResponse { path }))
+    }
+
+    async fn delete_path(
+        &self,
+        req: Request<DeletePathRequest>,
+    ) -> Result<Response<DeletePathResponse>, Status> {
+        let _g = self.state.enter()?;
+        let r = req.into_inner();
+        let p = fs_path(r.path)?;
+        let client = self.state.active().client.clone();
+        client
+            .delete_path(&p.volume, &p.bucket, &p.path, r.recursive)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(DeletePathResponse {}))
+    }
+
+    async fn get_content_summary(
+        &self,
+        req: Request<ContentSummaryRequest>,
+    ) -> Result<Response<ContentSummary>, Status> {
+        let _g = self.state.enter()?;
+        let p = fs_path(req.into_inner().path)?;
+        let client = self.state.active().client.clone();
+        let sum = client
+            .content_summary(&p.volume, &p.bucket, &p.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(sum))
     }
 
     async fn get_policy(

@@ -1,11 +1,12 @@
 //! One way to read and write keys: [`KeyAccess`] and [`KeyRead`],
 //! implemented by the direct client ([`Client`], [`KeyReader`]) and by the
 //! sidecar client ([`SidecarClient`], [`SidecarReader`]), so that code
-//! above them (the CLI, the benchmark) is written once.
+//! above them (the CLI, the benchmark) is written once; [`FsAccess`] adds
+//! the file-system calls of FILE_SYSTEM_OPTIMIZED buckets.
 
 use std::future::Future;
 
-use ozone_proto::KeyInfo;
+use ozone_proto::{ContentSummary, FileStatus, KeyInfo};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::sidecar::{SidecarClient, SidecarReader};
@@ -58,6 +59,97 @@ pub trait KeyAccess: Send + Sync {
         bucket: &str,
         key: &str,
     ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// File-system calls (FILE_SYSTEM_OPTIMIZED buckets) of a client.
+pub trait FsAccess: KeyAccess {
+    /// Makes directory `path` and its missing parents; whether it was made.
+    fn mkdirs(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The status of `path` ("" is the bucket's root).
+    fn file_status(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<FileStatus>> + Send;
+
+    /// One page of directory `path`: entries after `start_after`, by name.
+    fn list_status(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        start_after: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<FileStatus>>> + Send;
+
+    /// Renames atomically; returns the new path.
+    fn rename(
+        &self,
+        volume: &str,
+        bucket: &str,
+        from: &str,
+        to: &str,
+    ) -> impl Future<Output = Result<String>> + Send;
+
+    /// Deletes a file or directory (`recursive` for a non-empty one).
+    fn delete_path(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        recursive: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Bytes, files and directories under `path`.
+    fn content_summary(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<ContentSummary>> + Send;
+
+    /// Writes file `path` from `data` (with `overwrite` false an existing
+    /// file is `ClientError::AlreadyExists`); returns the committed file.
+    fn put_file<R: AsyncRead + Unpin + Send>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        overwrite: bool,
+        data: R,
+    ) -> impl Future<Output = Result<KeyInfo>> + Send;
+
+    /// Every entry of directory `path`, page by page.
+    fn list_status_all(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<Vec<FileStatus>>> + Send {
+        async move {
+            const PAGE: u32 = 1000;
+            let mut out: Vec<FileStatus> = Vec::new();
+            loop {
+                let after = out
+                    .last()
+                    .map(|s| s.path.rsplit('/').next().unwrap_or_default().to_string())
+                    .unwrap_or_default();
+                let page = self.list_status(volume, bucket, path, &after, PAGE).await?;
+                let done = page.len() < PAGE as usize;
+                out.extend(page);
+                if done {
+                    return Ok(out);
+                }
+            }
+        }
+    }
 }
 
 /// Reads of an open key.
@@ -118,6 +210,82 @@ macro_rules! shared_key_calls {
             self.delete_key(volume, bucket, key).await
         }
     };
+}
+
+/// The file-system calls both clients have under the same names.
+macro_rules! shared_fs_calls {
+    () => {
+        async fn mkdirs(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+            Self::mkdirs(self, volume, bucket, path).await
+        }
+
+        async fn file_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus> {
+            Self::file_status(self, volume, bucket, path).await
+        }
+
+        async fn list_status(
+            &self,
+            volume: &str,
+            bucket: &str,
+            path: &str,
+            start_after: &str,
+            limit: u32,
+        ) -> Result<Vec<FileStatus>> {
+            Self::list_status(self, volume, bucket, path, start_after, limit).await
+        }
+
+        async fn rename(&self, volume: &str, bucket: &str, from: &str, to: &str) -> Result<String> {
+            Self::rename(self, volume, bucket, from, to).await
+        }
+
+        async fn delete_path(
+            &self,
+            volume: &str,
+            bucket: &str,
+            path: &str,
+            recursive: bool,
+        ) -> Result<()> {
+            Self::delete_path(self, volume, bucket, path, recursive).await
+        }
+
+        async fn content_summary(
+            &self,
+            volume: &str,
+            bucket: &str,
+            path: &str,
+        ) -> Result<ContentSummary> {
+            Self::content_summary(self, volume, bucket, path).await
+        }
+
+        async fn put_file<R: AsyncRead + Unpin + Send>(
+            &self,
+            volume: &str,
+            bucket: &str,
+            path: &str,
+            overwrite: bool,
+            mut data: R,
+        ) -> Result<KeyInfo> {
+            use tokio::io::AsyncReadExt;
+            let mut w = self.create_file(volume, bucket, path, overwrite).await?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = data.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                w.write(&buf[..n]).await?;
+            }
+            w.close().await
+        }
+    };
+}
+
+impl FsAccess for Client {
+    shared_fs_calls!();
+}
+
+impl FsAccess for SidecarClient {
+    shared_fs_calls!();
 }
 
 /// The reads both readers have under the same names.

@@ -6,7 +6,8 @@ use ozone_proto::*;
 
 use crate::{Client, KeyWriter, Result};
 
-fn fs_path(volume: &str, bucket: &str, path: &str) -> Option<FsPath> {
+/// A path of a request.
+pub(crate) fn fs_path(volume: &str, bucket: &str, path: &str) -> Option<FsPath> {
     Some(FsPath {
         volume: volume.into(),
         bucket: bucket.into(),
@@ -87,29 +88,6 @@ impl Client {
             })
             .await?;
         Ok(r.entries)
-    }
-
-    /// Every entry of directory `path`, fetched page by page.
-    pub async fn list_status_all(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-    ) -> Result<Vec<FileStatus>> {
-        const PAGE: u32 = 1000;
-        let mut out: Vec<FileStatus> = Vec::new();
-        loop {
-            let after = out
-                .last()
-                .map(|s| s.path.rsplit('/').next().unwrap_or_default().to_string())
-                .unwrap_or_default();
-            let page = self.list_status(volume, bucket, path, &after, PAGE).await?;
-            let done = page.len() < PAGE as usize;
-            out.extend(page);
-            if done {
-                return Ok(out);
-            }
-        }
     }
 
     /// Renames `from` to `to` atomically (a directory with everything under

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use ozone_proto::*;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-pub use access::{KeyAccess, KeyRead};
+pub use access::{FsAccess, KeyAccess, KeyRead};
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
 pub use file_checksum::FileChecksum;

@@ -16,6 +16,7 @@ use ozone_proto::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tonic::transport::{Channel, Endpoint};
 
+use crate::fs::fs_path;
 use crate::{ClientError, Result};
 
 /// Largest piece asked for in one read call.
@@ -276,11 +277,24 @@ impl SidecarClient {
 
     /// Starts writing a key.
     pub async fn create_key(&self, volume: &str, bucket: &str, key: &str) -> Result<SidecarWriter> {
+        self.create_file(volume, bucket, key, true).await
+    }
+
+    /// Starts writing file `path`; with `overwrite` false an existing file
+    /// (or one being written) is `ClientError::AlreadyExists`.
+    pub async fn create_file(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        overwrite: bool,
+    ) -> Result<SidecarWriter> {
         let r = self
             .rpc
             .clone()
             .create(SidecarCreateRequest {
-                key: key_ref(volume, bucket, key),
+                key: key_ref(volume, bucket, path.trim_start_matches('/')),
+                exclusive: !overwrite,
             })
             .await?
             .into_inner();
@@ -320,6 +334,89 @@ impl SidecarClient {
             })
             .await?;
         Ok(())
+    }
+
+    /// Makes directory `path` and its parents; whether it was made.
+    pub async fn mkdirs(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+        let req = MkdirsRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        Ok(self.rpc.clone().mkdirs(req).await?.into_inner().created)
+    }
+
+    /// The status of `path`.
+    pub async fn file_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus> {
+        let req = GetFileStatusRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self.rpc.clone().get_file_status(req).await?.into_inner();
+        Ok(r.status.unwrap_or_default())
+    }
+
+    /// One page of directory `path`.
+    pub async fn list_status(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        start_after: &str,
+        limit: u32,
+    ) -> Result<Vec<FileStatus>> {
+        let req = ListStatusRequest {
+            path: fs_path(volume, bucket, path),
+            start_after: start_after.into(),
+            limit,
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .list_status(req)
+            .await?
+            .into_inner()
+            .entries)
+    }
+
+    /// Renames `from` to `to`; returns the new path.
+    pub async fn rename(&self, volume: &str, bucket: &str, from: &str, to: &str) -> Result<String> {
+        let req = RenameRequest {
+            from: fs_path(volume, bucket, from),
+            to: to.into(),
+        };
+        Ok(self.rpc.clone().rename(req).await?.into_inner().path)
+    }
+
+    /// Deletes a file or directory (`recursive` for a non-empty one).
+    pub async fn delete_path(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<()> {
+        let req = DeletePathRequest {
+            path: fs_path(volume, bucket, path),
+            recursive,
+        };
+        self.rpc.clone().delete_path(req).await?;
+        Ok(())
+    }
+
+    /// Bytes, files and directories under `path`.
+    pub async fn content_summary(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> Result<ContentSummary> {
+        let req = ContentSummaryRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .get_content_summary(req)
+            .await?
+            .into_inner())
     }
 }
 
