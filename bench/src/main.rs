@@ -8,6 +8,8 @@
 //!
 //! `cargo run --release -p ozone-bench -- [--keys 16] [--key-mib 64] [--json out.json]`
 
+mod metadata;
+
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +46,11 @@ enum Cmd {
     Datanode(ozone_datanode::cmd::DatanodeArgs),
     /// (internal) runs a sidecar for the benchmark's local cluster.
     Sidecar(ozone_sidecar::cmd::SidecarArgs),
+    /// File-system metadata operations (create, mkdirs, rename, stat, list)
+    /// with 1 and with many concurrent clients, beside the disk's fsync
+    /// latency.
+    #[command(after_help = "Example: ozone-bench metadata --clients 32 --json metadata.json")]
+    Metadata(metadata::MetadataArgs),
     /// The primitives under the short-circuit path, alone: `pread` vs a
     /// copy from a mapping, each with and without CRC32C of the covering
     /// 4 KiB windows, and CRC32C throughput by window size.
@@ -472,6 +479,11 @@ fn run_main() -> anyhow::Result<()> {
             tokio::runtime::Runtime::new()?.block_on(ozone_datanode::cmd::run(args))
         }
         Some(Cmd::Primitives { mib, threads }) => primitives(mib << 20, threads),
+        Some(Cmd::Metadata(args)) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+            .block_on(metadata::run(args)),
         Some(Cmd::Sidecar(args)) => {
             ozone_common::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_sidecar::cmd::run(args))

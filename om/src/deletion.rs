@@ -53,8 +53,14 @@ pub async fn run(
             }
             let s = store.clone();
             let id = dn.clone();
-            let Ok(Ok(blocks)) =
-                tokio::task::spawn_blocking(move || s.pending_deletes(&id, BATCH)).await
+            let Ok(Ok(blocks)) = tokio::task::spawn_blocking(move || {
+                // Only blocks whose release is durable may be deleted:
+                // what was read is made durable first.
+                let r = s.pending_deletes(&id, BATCH);
+                s.sync()?;
+                r
+            })
+            .await
             else {
                 continue;
             };

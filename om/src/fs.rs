@@ -259,13 +259,13 @@ impl OmStore {
     ) -> Result<bool, OmError> {
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let created = {
             let mut t = Tables::open(&txn)?;
             let (_, created) = Self::make_dirs(&txn, &mut t, root, &comps, path, now)?;
             created
         };
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(created)
     }
 
@@ -325,7 +325,7 @@ impl OmStore {
         let path = template.name.clone();
         let comps = fs_components(&path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, &path)?;
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let id = {
             let mut t = Tables::open(&txn)?;
             let (parent, _) = Self::make_dirs(&txn, &mut t, root, parent_comps, &path, now)?;
@@ -356,7 +356,7 @@ impl OmStore {
             t.open.insert((parent, leaf), id).map_err(meta)?;
             id
         };
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(id)
     }
 
@@ -599,7 +599,7 @@ impl OmStore {
         let fc = fs_components(from).map_err(|e| OmError::Invalid(e.to_string()))?;
         let tc = fs_components(to).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (src_parent_comps, src_name) = split_last(&fc, from)?;
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let new_path = {
             let mut t = Tables::open(&txn)?;
             let sp = walk_dirs(&t.dirs, &t.files, &t.open, root, src_parent_comps, from)?;
@@ -690,7 +690,7 @@ impl OmStore {
             }
             tpath
         };
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(new_path)
     }
 
@@ -707,7 +707,7 @@ impl OmStore {
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         {
             let mut t = Tables::open(&txn)?;
             let parent = walk_dirs(&t.dirs, &t.files, &t.open, root, parent_comps, path)?;
@@ -742,7 +742,7 @@ impl OmStore {
                 }
             }
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -766,7 +766,7 @@ impl OmStore {
     /// dropped), subdirectories (queued in turn). A directory leaves the
     /// queue when it has no entries left. Returns the entries purged.
     pub fn fs_purge(&self, batch: usize) -> Result<usize, OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let mut purged = 0;
         {
             let mut t = Tables::open(&txn)?;
@@ -836,7 +836,7 @@ impl OmStore {
                 }
             }
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(purged)
     }
 

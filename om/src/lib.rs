@@ -4,6 +4,7 @@
 pub mod cmd;
 pub mod deletion;
 pub mod fs;
+pub mod group_commit;
 pub mod metrics;
 pub mod placement;
 pub mod registry;

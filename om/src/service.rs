@@ -81,9 +81,15 @@ impl OmService {
     ) -> Result<T, Status> {
         self.metrics.ops.get_or_create(&OpLabel { op }).inc();
         let store = self.store.clone();
-        let r = tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
+        // The reply waits until everything committed so far is durable,
+        // errors too (they may reflect state another call just committed).
+        let r = tokio::task::spawn_blocking(move || {
+            let r = f(&store);
+            store.sync()?;
+            r
+        })
+        .await
+        .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
         r.map_err(|e| {
             self.metrics.errors.get_or_create(&OpLabel { op }).inc();
             Status::from(e)

@@ -8,6 +8,8 @@ use ozone_proto::{
     BlockId, BucketInfo, BucketLayout, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo,
 };
 use prost::Message;
+
+use crate::group_commit::GroupCommit;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
@@ -72,6 +74,7 @@ fn id_only(id: &str) -> DatanodeDetails {
 /// The OM database.
 pub struct OmStore {
     pub(crate) db: redb::Database,
+    group: GroupCommit,
 }
 
 impl OmStore {
@@ -97,12 +100,41 @@ impl OmStore {
         txn.open_table(crate::fs::FS_OPEN).map_err(meta)?;
         txn.open_table(crate::fs::FS_DELETED).map_err(meta)?;
         txn.commit().map_err(meta)?;
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            group: GroupCommit::default(),
+        })
+    }
+
+    /// A write transaction that commits without an fsync (see
+    /// [`crate::group_commit`]); [`Self::sync`] makes it durable.
+    pub(crate) fn write(&self) -> Result<redb::WriteTransaction, OmError> {
+        let mut txn = self.db.begin_write().map_err(meta)?;
+        txn.set_durability(redb::Durability::None).map_err(meta)?;
+        Ok(txn)
+    }
+
+    /// Commits `txn` (not yet durable).
+    pub(crate) fn commit(&self, txn: redb::WriteTransaction) -> Result<(), OmError> {
+        txn.commit().map_err(meta)?;
+        self.group.committed();
+        Ok(())
+    }
+
+    /// Makes every commit so far durable; concurrent callers share one
+    /// fsync. Every reply of the OM waits for this.
+    pub fn sync(&self) -> Result<(), OmError> {
+        self.group.wait(&self.db)
+    }
+
+    /// Durable commits made since start (each one fsync).
+    pub fn syncs(&self) -> u64 {
+        self.group.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Creates a volume.
     pub fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let info = VolumeInfo {
             name: name.to_string(),
             created_ms: now,
@@ -115,7 +147,7 @@ impl OmStore {
             t.insert(name, info.encode_to_vec().as_slice())
                 .map_err(meta)?;
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(info)
     }
 
@@ -138,7 +170,7 @@ impl OmStore {
         layout: BucketLayout,
         now: u64,
     ) -> Result<BucketInfo, OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let fs = layout == BucketLayout::FileSystemOptimized;
         let info = BucketInfo {
             volume: volume.to_string(),
@@ -169,7 +201,7 @@ impl OmStore {
             t.insert(k.as_str(), info.encode_to_vec().as_slice())
                 .map_err(meta)?;
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(info)
     }
 
@@ -255,13 +287,13 @@ impl OmStore {
                 Err(e) => return Err(e),
             }
         }
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let id = Self::next(&txn, "session")?;
         txn.open_table(OPEN_KEYS)
             .map_err(meta)?
             .insert(id, template.encode_to_vec().as_slice())
             .map_err(meta)?;
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(id)
     }
 
@@ -278,7 +310,7 @@ impl OmStore {
     /// Allocates a block on `replicas` (datanode ids) for session `id` and
     /// records it in the session.
     pub fn allocate_block(&self, id: u64, replicas: &[String]) -> Result<KeyBlock, OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let block = {
             let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
             let mut session: KeyInfo = match open.get(id).map_err(meta)? {
@@ -324,7 +356,7 @@ impl OmStore {
                 .map_err(meta)?;
             block
         };
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(block)
     }
 
@@ -354,7 +386,7 @@ impl OmStore {
         size: u64,
         now: u64,
     ) -> Result<KeyInfo, OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let key = {
             let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
             let session: KeyInfo = match open.remove(id).map_err(meta)? {
@@ -420,13 +452,13 @@ impl OmStore {
                 drop(open);
                 match Self::fs_commit(&txn, id, &file, now)? {
                     Some(k) => {
-                        txn.commit().map_err(meta)?;
+                        self.commit(txn)?;
                         return Ok(k);
                     }
                     None => {
                         // The parent directory was deleted while writing.
                         Self::queue_deletes(&txn, &committed)?;
-                        txn.commit().map_err(meta)?;
+                        self.commit(txn)?;
                         return Err(OmError::NotFound(format!(
                             "the parent directory of /{}/{}/{} was deleted while it was written",
                             session.volume, session.bucket, session.name
@@ -455,7 +487,7 @@ impl OmStore {
                 .map_err(meta)?;
             key
         };
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(key)
     }
 
@@ -524,7 +556,7 @@ impl OmStore {
         if self.fs_root(volume, bucket)?.is_some() {
             return self.fs_delete(volume, bucket, name, false);
         }
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let kk = key_key(volume, bucket, name);
         let key: KeyInfo = {
             let mut t = txn.open_table(KEYS).map_err(meta)?;
@@ -534,18 +566,18 @@ impl OmStore {
             }
         };
         Self::queue_deletes(&txn, &key.blocks)?;
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 
     /// Stores (or replaces) a datanode's details.
     pub fn put_datanode(&self, dn: &DatanodeDetails) -> Result<(), OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         txn.open_table(DATANODES)
             .map_err(meta)?
             .insert(dn.id.as_str(), dn.encode_to_vec().as_slice())
             .map_err(meta)?;
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -600,14 +632,14 @@ impl OmStore {
 
     /// Removes blocks a datanode confirmed deleted.
     pub fn confirm_deletes(&self, dn: &str, ids: &[BlockId]) -> Result<(), OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         {
             let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
             for id in ids {
                 t.remove((dn, id.container_id, id.local_id)).map_err(meta)?;
             }
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -618,12 +650,12 @@ impl OmStore {
         dn: &str,
         reason: &str,
     ) -> Result<(), OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         txn.open_table(BAD_REPLICAS)
             .map_err(meta)?
             .insert((block.container_id, block.local_id, dn), reason)
             .map_err(meta)?;
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -653,7 +685,7 @@ impl OmStore {
 
     /// Drops an abandoned session; its blocks are queued for deletion.
     pub fn abort_session(&self, id: u64) -> Result<(), OmError> {
-        let txn = self.db.begin_write().map_err(meta)?;
+        let txn = self.write()?;
         let removed: Option<KeyInfo> = {
             let mut t = txn.open_table(OPEN_KEYS).map_err(meta)?;
             let r = t.remove(id).map_err(meta)?;
@@ -666,7 +698,7 @@ impl OmStore {
             Self::queue_deletes(&txn, &s.blocks)?;
             Self::fs_release(&txn, id, &s)?;
         }
-        txn.commit().map_err(meta)?;
+        self.commit(txn)?;
         Ok(())
     }
 }

@@ -1,0 +1,231 @@
+//! The metadata benchmark: file-system operations on a FILE_SYSTEM_OPTIMIZED
+//! bucket of a local cluster (one OM, one datanode), with 1 and with many
+//! concurrent clients, in ops/s, beside the fsync latency of the OM's disk
+//! measured in the same run (every acknowledged operation is durable; the OM
+//! groups concurrent commits into one fsync).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_client::Client;
+use ozone_proto::BucketLayout;
+
+const V: &str = "bench";
+const B: &str = "fsbench";
+
+/// Options of the metadata benchmark.
+#[derive(clap::Args, Clone)]
+pub struct MetadataArgs {
+    /// Concurrent clients of the parallel rows.
+    #[arg(long, default_value_t = 32)]
+    pub clients: usize,
+    /// Length of each row, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Write the rows as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One measured row.
+struct Row {
+    op: &'static str,
+    clients: usize,
+    ops_per_sec: f64,
+    mean_latency_ms: f64,
+}
+
+/// Median of `n` `fdatasync`s of a 4 KiB write in `dir`, in milliseconds.
+fn fsync_latency(dir: &Path, n: usize) -> anyhow::Result<f64> {
+    use std::os::unix::fs::FileExt;
+    let p = dir.join("fsync-probe");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&p)?;
+    let mut t = Vec::with_capacity(n);
+    for i in 0..n {
+        let s = Instant::now();
+        f.write_all_at(&[i as u8; 4096], (i as u64 % 64) * 4096)?;
+        f.sync_data()?;
+        t.push(s.elapsed().as_secs_f64() * 1000.0);
+    }
+    std::fs::remove_file(&p)?;
+    t.sort_by(f64::total_cmp);
+    Ok(t[n / 2])
+}
+
+/// Runs `op(client, i)` from `clients` tasks for `secs`; ops/s, mean
+/// latency and the count.
+async fn measure<F, Fut>(clients: &[Client], secs: f64, op: F) -> anyhow::Result<(f64, f64, u64)>
+where
+    F: Fn(Client, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let op = Arc::new(op);
+    let done = Arc::new(AtomicU64::new(0));
+    let next = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for c in clients {
+        let (c, op, done, next) = (c.clone(), op.clone(), done.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < end {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                op(c.clone(), i).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let count = done.load(Ordering::Relaxed);
+    let n = count as f64;
+    let el = start.elapsed().as_secs_f64();
+    Ok((
+        n / el,
+        el * clients.len() as f64 / n.max(1.0) * 1000.0,
+        count,
+    ))
+}
+
+/// Runs the benchmark; prints a Markdown table.
+pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    eprintln!("starting a local cluster in {}", dir.path().display());
+    let cluster = LocalCluster::start(LocalSpec {
+        dir: dir.path().to_path_buf(),
+        datanodes: 1,
+        exe: std::env::current_exe()?,
+        conf: vec![],
+    })
+    .await?;
+    let admin = cluster.client(None)?;
+    admin.create_volume(V).await?;
+    admin
+        .create_bucket_with_layout(V, B, BucketLayout::FileSystemOptimized)
+        .await?;
+    let fsync_ms = fsync_latency(dir.path(), 200)?;
+    let mut rows = Vec::new();
+    for n in [1, a.clients.max(1)] {
+        let clients: Vec<Client> = (0..n)
+            .map(|_| cluster.client(None))
+            .collect::<Result<_, _>>()?;
+        let tag = format!("c{n}");
+        admin.mkdirs(V, B, &tag).await?;
+        let t = tag.clone();
+        let (ops, lat, files) = measure(&clients, a.seconds, move |c, i| {
+            let p = format!("{t}/files/f{i}");
+            async move {
+                let w = c.create_file(V, B, &p, false).await?;
+                w.close().await?;
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push(Row {
+            op: "create+close (empty file)",
+            clients: n,
+            ops_per_sec: ops,
+            mean_latency_ms: lat,
+        });
+        let t = tag.clone();
+        let (ops, lat, dirs) = measure(&clients, a.seconds, move |c, i| {
+            let p = format!("{t}/dirs/d{i}/e");
+            async move {
+                c.mkdirs(V, B, &p).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push(Row {
+            op: "mkdirs (2 levels)",
+            clients: n,
+            ops_per_sec: ops,
+            mean_latency_ms: lat,
+        });
+        let t = tag.clone();
+        // Each file back and forth between two names.
+        let (ops, lat, _) = measure(&clients, a.seconds, move |c, i| {
+            let (k, round) = (i % files.max(1), i / files.max(1));
+            let (f, g) = (format!("{t}/files/f{k}"), format!("{t}/files/g{k}"));
+            let (from, to) = if round % 2 == 0 { (f, g) } else { (g, f) };
+            async move {
+                c.rename(V, B, &from, &to).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push(Row {
+            op: "rename (file)",
+            clients: n,
+            ops_per_sec: ops,
+            mean_latency_ms: lat,
+        });
+        let t = tag.clone();
+        let (ops, lat, _) = measure(&clients, a.seconds, move |c, i| {
+            let p = format!("{t}/dirs/d{}", i % dirs.max(1));
+            async move {
+                c.file_status(V, B, &p).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push(Row {
+            op: "stat (directory)",
+            clients: n,
+            ops_per_sec: ops,
+            mean_latency_ms: lat,
+        });
+        let t = tag.clone();
+        let (ops, lat, _) = measure(&clients, a.seconds, move |c, _| {
+            let p = format!("{t}/dirs");
+            async move {
+                c.list_status(V, B, &p, "", 1000).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push(Row {
+            op: "list (page of 1000)",
+            clients: n,
+            ops_per_sec: ops,
+            mean_latency_ms: lat,
+        });
+    }
+    println!(
+        "\nFile-system metadata operations, FILE_SYSTEM_OPTIMIZED bucket, {:.0} s per row; \
+         fsync (4 KiB fdatasync) median on this disk: {fsync_ms:.2} ms\n",
+        a.seconds
+    );
+    println!("| operation | clients | ops/s | mean latency, ms |");
+    println!("|---|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.0} | {:.2} |",
+            r.op, r.clients, r.ops_per_sec, r.mean_latency_ms
+        );
+    }
+    if let Some(p) = &a.json {
+        let out = serde_json::json!({
+            "fsync_median_ms": fsync_ms,
+            "seconds": a.seconds,
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "op": r.op,
+                "clients": r.clients,
+                "ops_per_sec": r.ops_per_sec,
+                "mean_latency_ms": r.mean_latency_ms,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(p, serde_json::to_string_pretty(&out)?)?;
+    }
+    cluster.stop().await;
+    Ok(())
+}

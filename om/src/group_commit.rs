@@ -1,0 +1,83 @@
+//! Group commit: every write transaction commits without an fsync
+//! (redb's `Durability::None`), and a reply is sent only after a later
+//! durable commit has made it (and everything committed before it)
+//! persistent. Concurrent operations share that durable commit, so one
+//! fsync acknowledges many of them; acknowledged still means durable.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use redb::{Database, ReadableTable};
+
+use crate::store::{OmError, meta};
+
+const COUNTERS: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("counters");
+
+#[derive(Default)]
+struct State {
+    /// Commits made so far (not all durable).
+    committed: u64,
+    /// Commits known durable.
+    durable: u64,
+    /// A durable commit is under way.
+    syncing: bool,
+}
+
+/// Tracks commits and makes them durable in groups.
+#[derive(Default)]
+pub struct GroupCommit {
+    state: Mutex<State>,
+    cv: Condvar,
+    /// Durable commits made (each one fsync).
+    pub syncs: AtomicU64,
+}
+
+impl GroupCommit {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a commit made without durability.
+    pub fn committed(&self) {
+        self.lock().committed += 1;
+    }
+
+    /// Returns once every commit recorded so far is durable: either a
+    /// durable commit under way covers them, or this caller makes one.
+    pub fn wait(&self, db: &Database) -> Result<(), OmError> {
+        let mut s = self.lock();
+        let target = s.committed;
+        loop {
+            if s.durable >= target {
+                return Ok(());
+            }
+            if s.syncing {
+                s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            s.syncing = true;
+            let upto = s.committed;
+            drop(s);
+            let r = Self::durable_commit(db);
+            s = self.lock();
+            s.syncing = false;
+            if r.is_ok() {
+                s.durable = s.durable.max(upto);
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.cv.notify_all();
+            r?;
+        }
+    }
+
+    /// A durable commit: persists every earlier non-durable commit.
+    fn durable_commit(db: &Database) -> Result<(), OmError> {
+        let txn = db.begin_write().map_err(meta)?;
+        {
+            let mut t = txn.open_table(COUNTERS).map_err(meta)?;
+            let n = t.get("sync").map_err(meta)?.map(|v| v.value()).unwrap_or(0);
+            t.insert("sync", n + 1).map_err(meta)?;
+        }
+        txn.commit().map_err(meta)
+    }
+}
