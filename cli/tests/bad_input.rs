@@ -211,6 +211,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
                 size: 40_000,
                 committed: false,
             }),
+            sync: false,
         })
         .await
         .unwrap_err();

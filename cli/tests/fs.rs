@@ -404,3 +404,126 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
     }
     assert_eq!(names(&c, "t/a").await.len(), FILES);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
+    let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
+    let conf = ["ozone.scm.chunk.size=64KB"];
+    // The writer on node1 (a replica there); the reader on node1 too, so
+    // short-circuit is tried and refused for the block still being written.
+    let w = client(&tc.cluster, Some("node1"), &conf);
+    fs_bucket(&w).await;
+    let r = client(&tc.cluster, Some("node1"), &[]);
+    let want = data::bytes(8, 2_600_000);
+    let mut f = w.create_file(V, B, "WALs/rs1/wal.1", false).await.unwrap();
+    let mut synced = 0usize;
+    // Sync points inside a chunk, on a chunk boundary, across a block.
+    for end in [100_001usize, 131_072, 1_048_576 + 7, 2_000_000] {
+        f.write(&want[synced..end]).await.unwrap();
+        f.hsync().await.unwrap();
+        synced = end;
+        let st = r.file_status(V, B, "WALs/rs1/wal.1").await.unwrap();
+        assert!(st.open, "{st:?}");
+        assert_eq!(st.size, end as u64);
+        assert!(!r.is_file_closed(V, B, "WALs/rs1/wal.1").await.unwrap());
+        let got = read(&r, "WALs/rs1/wal.1").await;
+        assert_eq!(got.len(), end, "a new reader sees the synced length");
+        assert!(got == want[..end], "synced bytes read back at {end}");
+    }
+    // Bytes written after the last sync are not visible yet.
+    f.write(&want[synced..]).await.unwrap();
+    assert_eq!(read(&r, "WALs/rs1/wal.1").await.len(), synced);
+    f.close().await.unwrap();
+    assert!(r.is_file_closed(V, B, "WALs/rs1/wal.1").await.unwrap());
+    assert!(read(&r, "WALs/rs1/wal.1").await == want);
+    // hsync needs a file-system bucket.
+    w.create_bucket(V, "obs").await.unwrap();
+    let mut k = w.create_key(V, "obs", "k").await.unwrap();
+    k.write(b"abc").await.unwrap();
+    assert!(matches!(k.hsync().await, Err(ClientError::Precondition(_))));
+}
+
+/// The WAL writer of `the_lease_of_a_killed_writer_is_recovered_at_its_synced_length`,
+/// run as its own process: appends entries, hsyncs each, prints the synced
+/// length, then waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_writer_process() {
+    let Ok(om) = std::env::var("OZONE_TEST_WAL_OM") else {
+        return; // only as a child of the test below
+    };
+    let mut cfg = ozone_client::ClientConfig::new(&om);
+    cfg.chunk_size = 64 << 10;
+    let c = Client::connect(cfg).unwrap();
+    let mut f = c.create_file(V, B, "WALs/rs2/wal.7", false).await.unwrap();
+    let mut len = 0u64;
+    for i in 0..40u64 {
+        let entry = data::bytes(i, 30_000 + i as usize * 911);
+        f.write(&entry).await.unwrap();
+        len += entry.len() as u64;
+        f.hsync().await.unwrap();
+        println!("synced {len}");
+    }
+    // Unsynced bytes: lost with the writer.
+    f.write(&[7u8; 5000]).await.unwrap();
+    println!("waiting");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
+    use std::io::BufRead;
+    let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
+    let c = client(&tc.cluster, None, &[]);
+    fs_bucket(&c).await;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "wal_writer_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OZONE_TEST_WAL_OM", tc.cluster.om_address())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut synced = 0u64;
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    for line in out.lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("synced ") {
+            synced = n.parse().unwrap();
+        }
+        if line == "waiting" {
+            break;
+        }
+    }
+    assert!(synced > 1_048_576, "the WAL spans blocks: {synced}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let p = "WALs/rs2/wal.7";
+    assert!(!c.is_file_closed(V, B, p).await.unwrap());
+    // Splitting the WAL: recover the lease, then read to the synced end.
+    assert_eq!(c.recover_lease(V, B, p).await.unwrap(), synced);
+    assert!(c.is_file_closed(V, B, p).await.unwrap());
+    assert_eq!(
+        c.recover_lease(V, B, p).await.unwrap(),
+        synced,
+        "again: no change"
+    );
+    let got = read(&c, p).await;
+    let mut want = Vec::new();
+    for i in 0..40u64 {
+        want.extend(data::bytes(i, 30_000 + i as usize * 911));
+    }
+    assert_eq!(got.len() as u64, synced);
+    assert!(got == want, "every synced entry, bit-exact");
+    // The recovered file is an ordinary file: renamed to oldWALs, deleted.
+    c.mkdirs(V, B, "oldWALs").await.unwrap();
+    c.rename(V, B, p, "oldWALs").await.unwrap();
+    c.delete_path(V, B, "oldWALs", true).await.unwrap();
+}

@@ -652,5 +652,47 @@ async fn file_system_calls_go_through_the_sidecar() {
         app.file_status("vol", "fsb", "hbase/oldWALs/w.1").await,
         Err(ClientError::NotFound(_))
     ));
+    // A WAL written through the sidecar: hsync makes it visible to the
+    // cluster's readers, lease recovery closes it at the synced length.
+    let mut w = app
+        .create_file("vol", "fsb", "hbase/WALs/rs1/w.2", false)
+        .await
+        .unwrap();
+    w.write(&wal[..123_457]).await.unwrap();
+    w.hsync().await.unwrap();
+    w.write(&wal[123_457..200_000]).await.unwrap();
+    assert!(
+        !app.is_file_closed("vol", "fsb", "hbase/WALs/rs1/w.2")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        admin
+            .file_status("vol", "fsb", "hbase/WALs/rs1/w.2")
+            .await
+            .unwrap()
+            .size,
+        123_457
+    );
+    assert_eq!(
+        app.recover_lease("vol", "fsb", "hbase/WALs/rs1/w.2")
+            .await
+            .unwrap(),
+        123_457
+    );
+    assert!(
+        app.is_file_closed("vol", "fsb", "hbase/WALs/rs1/w.2")
+            .await
+            .unwrap()
+    );
+    let r = admin
+        .open_key("vol", "fsb", "hbase/WALs/rs1/w.2")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    r.copy_to(&mut got).await.unwrap();
+    assert!(got == wal[..123_457]);
+    // The writer's lease is gone: its commit fails.
+    assert!(w.close().await.is_err());
     c.stop_sidecar("fs").await;
 }

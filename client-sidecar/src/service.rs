@@ -373,6 +373,52 @@ impl Sidecar for SidecarService {
         Ok(Response::new(sum))
     }
 
+    async fn hsync(
+        &self,
+        req: Request<SidecarCommitRequest>,
+    ) -> Result<Response<SidecarWriteResponse>, Status> {
+        let _g = self.state.enter_open();
+        let h = req.into_inner().handle;
+        let w = self.state.writer(h)?;
+        let mut g = w.lock().await;
+        let w = g
+            .as_mut()
+            .ok_or_else(|| Status::failed_precondition("the key is already committed"))?;
+        w.hsync().await.map_err(status)?;
+        Ok(Response::new(SidecarWriteResponse { written: w.size() }))
+    }
+
+    async fn recover_lease(
+        &self,
+        req: Request<RecoverLeaseRequest>,
+    ) -> Result<Response<RecoverLeaseResponse>, Status> {
+        let _g = self.state.enter()?;
+        let p = fs_path(req.into_inner().path)?;
+        let client = self.state.active().client.clone();
+        let length = client
+            .recover_lease(&p.volume, &p.bucket, &p.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(RecoverLeaseResponse {
+            closed: true,
+            length,
+        }))
+    }
+
+    async fn is_file_closed(
+        &self,
+        req: Request<IsFileClosedRequest>,
+    ) -> Result<Response<IsFileClosedResponse>, Status> {
+        let _g = self.state.enter()?;
+        let p = fs_path(req.into_inner().path)?;
+        let client = self.state.active().client.clone();
+        let closed = client
+            .is_file_closed(&p.volume, &p.bucket, &p.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(IsFileClosedResponse { closed }))
+    }
+
     async fn get_policy(
         &self,
         _req: Request<SidecarPolicyRequest>,

@@ -115,6 +115,23 @@ pub trait FsAccess: KeyAccess {
         path: &str,
     ) -> impl Future<Output = Result<ContentSummary>> + Send;
 
+    /// Closes a file whose writer is gone at its last synced length;
+    /// returns the length.
+    fn recover_lease(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Whether the file at `path` is closed (not being written).
+    fn is_file_closed(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// Writes file `path` from `data` (with `overwrite` false an existing
     /// file is `ClientError::AlreadyExists`); returns the committed file.
     fn put_file<R: AsyncRead + Unpin + Send>(
@@ -255,6 +272,14 @@ macro_rules! shared_fs_calls {
             path: &str,
         ) -> Result<ContentSummary> {
             Self::content_summary(self, volume, bucket, path).await
+        }
+
+        async fn recover_lease(&self, volume: &str, bucket: &str, path: &str) -> Result<u64> {
+            Self::recover_lease(self, volume, bucket, path).await
+        }
+
+        async fn is_file_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+            Self::is_file_closed(self, volume, bucket, path).await
         }
 
         async fn put_file<R: AsyncRead + Unpin + Send>(

@@ -132,6 +132,40 @@ impl Client {
         Ok(())
     }
 
+    /// Closes the file at `path` if its writer is gone, at its last synced
+    /// length (HBase's WAL recovery); returns the length. The file is
+    /// closed when this returns; the old writer's later calls fail.
+    pub async fn recover_lease(&self, volume: &str, bucket: &str, path: &str) -> Result<u64> {
+        let req = RecoverLeaseRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.recover_lease(req).await }
+            })
+            .await?;
+        Ok(r.length)
+    }
+
+    /// Whether the file at `path` is closed (not being written).
+    pub async fn is_file_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+        let req = IsFileClosedRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.is_file_closed(req).await }
+            })
+            .await?;
+        Ok(r.closed)
+    }
+
     /// Bytes, files and directories under `path`.
     pub async fn content_summary(
         &self,

@@ -401,6 +401,35 @@ impl SidecarClient {
         Ok(())
     }
 
+    /// Closes a file whose writer is gone at its last synced length;
+    /// returns the length.
+    pub async fn recover_lease(&self, volume: &str, bucket: &str, path: &str) -> Result<u64> {
+        let req = RecoverLeaseRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .recover_lease(req)
+            .await?
+            .into_inner()
+            .length)
+    }
+
+    /// Whether the file at `path` is closed.
+    pub async fn is_file_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+        let req = IsFileClosedRequest {
+            path: fs_path(volume, bucket, path),
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .is_file_closed(req)
+            .await?
+            .into_inner()
+            .closed)
+    }
+
     /// Bytes, files and directories under `path`.
     pub async fn content_summary(
         &self,
@@ -592,6 +621,17 @@ impl SidecarWriter {
                 .into_inner();
             self.written = r.written;
         }
+        Ok(())
+    }
+
+    /// hsync: the bytes written so far are durable and visible to readers
+    /// that open the file from now on.
+    pub async fn hsync(&mut self) -> Result<()> {
+        self.rpc
+            .hsync(SidecarCommitRequest {
+                handle: self.handle,
+            })
+            .await?;
         Ok(())
     }
 

@@ -253,6 +253,7 @@ impl KeyWriter {
             let calls = cur.block.replicas.iter().map(|dn| {
                 let req = PutBlockRequest {
                     block: Some(data.clone()),
+                    sync: false,
                 };
                 let client = self.inner.pool.get(dn);
                 async move {
@@ -273,6 +274,132 @@ impl KeyWriter {
                     length: cur.written,
                     ..cur.block
                 });
+                return Ok(());
+            }
+            self.recover(failures).await?;
+        }
+    }
+
+    /// hsync: makes every byte written so far durable on all replicas and
+    /// visible to readers that open the file from now on (file-system
+    /// buckets). The buffered tail is sent as the current block's last
+    /// chunk and kept: it is written again, longer, as the file grows.
+    pub async fn hsync(&mut self) -> Result<()> {
+        let tail = if self.buf.is_empty() {
+            None
+        } else {
+            Some(self.send_tail().await?)
+        };
+        self.sync_current(tail.as_ref()).await?;
+        let mut blocks = self.done.clone();
+        if let Some(cur) = &self.current {
+            let tail_len = tail.as_ref().map_or(0, |(c, _)| c.len);
+            blocks.push(KeyBlock {
+                length: cur.written + tail_len,
+                ..cur.block.clone()
+            });
+        }
+        let req = HsyncRequest {
+            session_id: self.session_id,
+            blocks,
+            size: self.size,
+        };
+        self.inner
+            .om
+            .call(|mut om| {
+                let req = req.clone();
+                async move { om.hsync(req).await }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// hflush: what [`hsync`](Self::hsync) does (the bytes are made
+    /// durable too).
+    pub async fn hflush(&mut self) -> Result<()> {
+        self.hsync().await
+    }
+
+    /// Sends the buffered bytes as the current block's last chunk (a block
+    /// is allocated if none is open), moving to a fresh block on failure.
+    async fn send_tail(&mut self) -> Result<(ChunkInfo, Bytes)> {
+        if self.current.is_none() {
+            let block = self.allocate().await?;
+            self.current = Some(OpenBlock {
+                block,
+                chunks: Vec::new(),
+                written: 0,
+            });
+        }
+        let ck = self.inner.config.checksum;
+        let data = Bytes::copy_from_slice(&self.buf);
+        let offset = self.current.as_ref().expect("current block").written;
+        let info = ChunkInfo {
+            offset,
+            len: data.len() as u64,
+            checksum: Some(ChecksumData {
+                r#type: ck.kind() as i32,
+                bytes_per_checksum: ck.bytes_per_checksum(),
+                checksums: ck.compute(&data),
+            }),
+            fine_checksum: None,
+        };
+        loop {
+            let block = self.current.as_ref().expect("current block").block.clone();
+            let failures = self.send_chunk(&block, &info, &data).await;
+            if failures.is_empty() {
+                return Ok((info, data));
+            }
+            self.recover(failures).await?;
+        }
+    }
+
+    /// Syncs the current block (its chunks and `tail`) on every replica;
+    /// after a failure the chunks move to a fresh block (the tail too).
+    async fn sync_current(&mut self, tail: Option<&(ChunkInfo, Bytes)>) -> Result<()> {
+        let mut tail_on = self.current.as_ref().and_then(|c| c.block.block);
+        loop {
+            let Some(cur) = self.current.as_ref() else {
+                return Ok(());
+            };
+            let block = cur.block.clone();
+            if let Some((info, bytes)) = tail
+                && tail_on != block.block
+            {
+                let failures = self.send_chunk(&block, info, bytes).await;
+                if !failures.is_empty() {
+                    self.recover(failures).await?;
+                    continue;
+                }
+                tail_on = block.block;
+            }
+            let mut chunks: Vec<ChunkInfo> = cur.chunks.iter().map(|(c, _)| c.clone()).collect();
+            chunks.extend(tail.map(|(c, _)| c.clone()));
+            let data = BlockData {
+                id: block.block,
+                size: chunks.iter().map(|c| c.len).sum(),
+                chunks,
+                committed: false,
+            };
+            let calls = block.replicas.iter().map(|dn| {
+                let req = PutBlockRequest {
+                    block: Some(data.clone()),
+                    sync: true,
+                };
+                let client = self.inner.pool.get(dn);
+                async move {
+                    let r = match client {
+                        Ok(mut c) => c.put_block(req).await.map(|_| ()),
+                        Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+                    };
+                    r.err().map(|status| ReplicaFailure {
+                        id: dn.id.clone(),
+                        status,
+                    })
+                }
+            });
+            let failures: Vec<_> = join_all(calls).await.into_iter().flatten().collect();
+            if failures.is_empty() {
                 return Ok(());
             }
             self.recover(failures).await?;

@@ -127,13 +127,17 @@ impl Datanode for DatanodeService {
         &self,
         req: Request<PutBlockRequest>,
     ) -> Result<Response<PutBlockResponse>, Status> {
-        let block = req
-            .into_inner()
+        let r = req.into_inner();
+        let block = r
             .block
             .ok_or_else(|| Status::invalid_argument("missing block data"))?;
-        let size = self
-            .blocking("PutBlock", move |s| s.put_block(&block))
-            .await?;
+        let size = if r.sync {
+            self.blocking("PutBlock", move |s| s.sync_block(&block))
+                .await?
+        } else {
+            self.blocking("PutBlock", move |s| s.put_block(&block))
+                .await?
+        };
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
         Ok(Response::new(PutBlockResponse {
             committed_size: size,

@@ -354,6 +354,11 @@ async fn get_block(
     let want_fd = req.want_fd;
     let opened = tokio::task::spawn_blocking(move || {
         let b = store.committed_block(&id)?;
+        if !b.data.committed {
+            // Synced but still being written: its last window may be
+            // rewritten, so it is read over gRPC only.
+            return Err(StorageError::NotCommitted(id.container_id, id.local_id));
+        }
         let file = if want_fd {
             Some(
                 std::fs::File::open(&b.path).map_err(|source| StorageError::Io {

@@ -464,10 +464,11 @@ impl OmStore {
                     Some(v) => decode(v.value())?,
                     None => return Err(not_found()),
                 };
+                // Being written: what the last hsync made visible.
                 Ok(KeyInfo {
                     name: path.to_string(),
-                    size: 0,
-                    blocks: Vec::new(),
+                    blocks: s.synced_blocks.clone(),
+                    synced_blocks: Vec::new(),
                     ..s
                 })
             }
@@ -510,7 +511,7 @@ impl OmStore {
                     Some(v) => decode(v.value())?,
                     None => return Err(not_found()),
                 };
-                Ok(file_status(shown, &KeyInfo { size: 0, ..s }, true))
+                Ok(file_status(shown, &s, true))
             }
             Entry::Missing => Err(not_found()),
         }
@@ -574,8 +575,7 @@ impl OmStore {
             }
             if let Some(s) = sessions.get(v.value()).map_err(meta)? {
                 let s: KeyInfo = decode(s.value())?;
-                let f = KeyInfo { size: 0, ..s };
-                out.push((name.clone(), file_status(join(&base, &name), &f, true)));
+                out.push((name.clone(), file_status(join(&base, &name), &s, true)));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -744,6 +744,91 @@ impl OmStore {
         }
         self.commit(txn)?;
         Ok(())
+    }
+
+    /// Closes the file at `path` if it is being written, at its last synced
+    /// length (its writer is gone: HBase's WAL recovery); the blocks after
+    /// that point are queued for deletion, the writer's later calls fail.
+    /// Returns the length; a file already closed is left as it is.
+    pub fn fs_recover_lease(
+        &self,
+        volume: &str,
+        bucket: &str,
+        path: &str,
+        now: u64,
+    ) -> Result<u64, OmError> {
+        let root = self.require_fs(volume, bucket)?;
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (parent_comps, leaf) = split_last(&comps, path)?;
+        let txn = self.write()?;
+        let length = {
+            let mut t = Tables::open(&txn)?;
+            let parent = walk_dirs(&t.dirs, &t.files, &t.open, root, parent_comps, path)?;
+            match t.entry(parent, leaf)? {
+                Entry::File(k) => return Ok(k.size),
+                Entry::Dir(_) => {
+                    return Err(OmError::Precondition(format!(
+                        "/{volume}/{bucket}/{} is a directory",
+                        comps.join("/")
+                    )));
+                }
+                Entry::Missing => {
+                    return Err(OmError::NotFound(format!(
+                        "/{volume}/{bucket}/{}",
+                        comps.join("/")
+                    )));
+                }
+                Entry::Open(session) => {
+                    let s: KeyInfo = match txn
+                        .open_table(OPEN_KEYS)
+                        .map_err(meta)?
+                        .remove(session)
+                        .map_err(meta)?
+                    {
+                        Some(v) => decode(v.value())?,
+                        None => return Err(OmError::NotFound(format!("session {session}"))),
+                    };
+                    t.open.remove((parent, leaf)).map_err(meta)?;
+                    let unused: Vec<KeyBlock> = s
+                        .blocks
+                        .iter()
+                        .filter(|a| !s.synced_blocks.iter().any(|k| k.block == a.block))
+                        .cloned()
+                        .collect();
+                    Self::queue_deletes(&txn, &unused)?;
+                    let file = KeyInfo {
+                        name: leaf.to_string(),
+                        blocks: s.synced_blocks.clone(),
+                        synced_blocks: Vec::new(),
+                        created_ms: now,
+                        modified_ms: now,
+                        parent_id: parent,
+                        ..s
+                    };
+                    if let Some(old) = t.files.get((parent, leaf)).map_err(meta)? {
+                        let old: KeyInfo = decode(old.value())?;
+                        Self::queue_deletes(&txn, &old.blocks)?;
+                    }
+                    t.files
+                        .insert((parent, leaf), file.encode_to_vec().as_slice())
+                        .map_err(meta)?;
+                    file.size
+                }
+            }
+        };
+        self.commit(txn)?;
+        Ok(length)
+    }
+
+    /// Whether the file at `path` is closed (not being written).
+    pub fn fs_is_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool, OmError> {
+        let st = self.fs_status(volume, bucket, path)?;
+        if st.is_dir {
+            return Err(OmError::Precondition(format!(
+                "/{volume}/{bucket}/{path} is a directory"
+            )));
+        }
+        Ok(!st.open)
     }
 
     /// Removes a write session (in `txn`), queueing its blocks.

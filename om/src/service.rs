@@ -417,6 +417,46 @@ impl OzoneManager for OmService {
         Ok(Response::new(sum))
     }
 
+    async fn hsync(&self, req: Request<HsyncRequest>) -> Result<Response<HsyncResponse>, Status> {
+        let r = req.into_inner();
+        self.run("Hsync", move |s| {
+            s.hsync_key(r.session_id, &r.blocks, r.size)
+        })
+        .await?;
+        Ok(Response::new(HsyncResponse {}))
+    }
+
+    async fn recover_lease(
+        &self,
+        req: Request<RecoverLeaseRequest>,
+    ) -> Result<Response<RecoverLeaseResponse>, Status> {
+        let p = fs_path(req.into_inner().path)?;
+        let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
+        let length = self
+            .run("RecoverLease", move |s| {
+                s.fs_recover_lease(&p.volume, &p.bucket, &p.path, now_ms())
+            })
+            .await?;
+        tracing::info!(path = %shown, length, "lease recovered");
+        Ok(Response::new(RecoverLeaseResponse {
+            closed: true,
+            length,
+        }))
+    }
+
+    async fn is_file_closed(
+        &self,
+        req: Request<IsFileClosedRequest>,
+    ) -> Result<Response<IsFileClosedResponse>, Status> {
+        let p = fs_path(req.into_inner().path)?;
+        let closed = self
+            .run("IsFileClosed", move |s| {
+                s.fs_is_closed(&p.volume, &p.bucket, &p.path)
+            })
+            .await?;
+        Ok(Response::new(IsFileClosedResponse { closed }))
+    }
+
     async fn register_datanode(
         &self,
         req: Request<RegisterDatanodeRequest>,

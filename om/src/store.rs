@@ -393,48 +393,7 @@ impl OmStore {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("open key session {id}"))),
             };
-            let mut offset = 0u64;
-            let mut committed = Vec::with_capacity(blocks.len());
-            for b in blocks {
-                let bid = b
-                    .block
-                    .as_ref()
-                    .ok_or_else(|| OmError::Invalid("commit lists a block without id".into()))?;
-                let Some(alloc) = session
-                    .blocks
-                    .iter()
-                    .find(|a| a.block.as_ref() == Some(bid))
-                else {
-                    return Err(OmError::Invalid(format!(
-                        "block {} was not allocated to this key",
-                        bid.display()
-                    )));
-                };
-                if committed
-                    .iter()
-                    .any(|c: &KeyBlock| c.block.as_ref() == Some(bid))
-                {
-                    return Err(OmError::Invalid(format!(
-                        "block {} listed twice",
-                        bid.display()
-                    )));
-                }
-                committed.push(KeyBlock {
-                    block: Some(*bid),
-                    offset,
-                    length: b.length,
-                    replicas: alloc.replicas.clone(),
-                    token: Vec::new(),
-                });
-                offset = offset
-                    .checked_add(b.length)
-                    .ok_or_else(|| OmError::Invalid("key length overflows".into()))?;
-            }
-            if offset != size {
-                return Err(OmError::Invalid(format!(
-                    "key size {size} does not match its blocks ({offset} bytes)"
-                )));
-            }
+            let committed = Self::checked_blocks(&session, blocks, size)?;
             let unused: Vec<KeyBlock> = session
                 .blocks
                 .iter()
@@ -447,6 +406,7 @@ impl OmStore {
                     size,
                     created_ms: now,
                     blocks: committed.clone(),
+                    synced_blocks: Vec::new(),
                     ..session.clone()
                 };
                 drop(open);
@@ -489,6 +449,90 @@ impl OmStore {
         };
         self.commit(txn)?;
         Ok(key)
+    }
+
+    /// `blocks` as a key's block list: each allocated to `session`, listed
+    /// once, offsets recomputed, lengths adding up to `size`.
+    fn checked_blocks(
+        session: &KeyInfo,
+        blocks: &[KeyBlock],
+        size: u64,
+    ) -> Result<Vec<KeyBlock>, OmError> {
+        let mut offset = 0u64;
+        let mut out: Vec<KeyBlock> = Vec::with_capacity(blocks.len());
+        for b in blocks {
+            let bid = b
+                .block
+                .as_ref()
+                .ok_or_else(|| OmError::Invalid("a block without id is listed".into()))?;
+            let Some(alloc) = session
+                .blocks
+                .iter()
+                .find(|a| a.block.as_ref() == Some(bid))
+            else {
+                return Err(OmError::Invalid(format!(
+                    "block {} was not allocated to this key",
+                    bid.display()
+                )));
+            };
+            if out.iter().any(|c| c.block.as_ref() == Some(bid)) {
+                return Err(OmError::Invalid(format!(
+                    "block {} listed twice",
+                    bid.display()
+                )));
+            }
+            out.push(KeyBlock {
+                block: Some(*bid),
+                offset,
+                length: b.length,
+                replicas: alloc.replicas.clone(),
+                token: Vec::new(),
+            });
+            offset = offset
+                .checked_add(b.length)
+                .ok_or_else(|| OmError::Invalid("key length overflows".into()))?;
+        }
+        if offset != size {
+            return Err(OmError::Invalid(format!(
+                "key size {size} does not match its blocks ({offset} bytes)"
+            )));
+        }
+        Ok(out)
+    }
+
+    /// hsync of write session `id` (a file of a file-system bucket): from
+    /// now on readers see `size` bytes in `blocks`.
+    pub fn hsync_key(&self, id: u64, blocks: &[KeyBlock], size: u64) -> Result<(), OmError> {
+        let txn = self.write()?;
+        {
+            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
+            let mut session: KeyInfo = match open.get(id).map_err(meta)? {
+                Some(v) => decode(v.value())?,
+                None => {
+                    return Err(OmError::NotFound(format!(
+                        "open key session {id} (closed, or its lease was recovered)"
+                    )));
+                }
+            };
+            if session.parent_id == 0 {
+                return Err(OmError::Precondition(format!(
+                    "hsync needs a FILE_SYSTEM_OPTIMIZED bucket; /{}/{} is an object store",
+                    session.volume, session.bucket
+                )));
+            }
+            if size < session.size {
+                return Err(OmError::Invalid(format!(
+                    "hsync to {size} bytes after {} were synced",
+                    session.size
+                )));
+            }
+            session.synced_blocks = Self::checked_blocks(&session, blocks, size)?;
+            session.size = size;
+            open.insert(id, session.encode_to_vec().as_slice())
+                .map_err(meta)?;
+        }
+        self.commit(txn)?;
+        Ok(())
     }
 
     /// A committed key (in a file-system bucket, the file at that path).

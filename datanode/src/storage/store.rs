@@ -114,9 +114,14 @@ impl BlockStore {
         if let Some(b) = self.open.lock().expect("lock").get(&key) {
             return Ok(b.clone());
         }
-        if self.meta.contains(key)? {
-            return Err(StorageError::AlreadyCommitted(key.0, key.1));
-        }
+        // A synced block (hsync) reopens with the chunks it had.
+        let synced = match self.meta.get(key)? {
+            Some(row) if row.committed => {
+                return Err(StorageError::AlreadyCommitted(key.0, key.1));
+            }
+            Some(row) => row.chunks.into_iter().map(|c| (c.offset, c)).collect(),
+            None => BTreeMap::new(),
+        };
         let path = self.block_path(id);
         let dir = path.parent().expect("block path has a parent");
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -134,7 +139,7 @@ impl BlockStore {
                 Arc::new(OpenBlock {
                     path,
                     file,
-                    chunks: Mutex::new(BTreeMap::new()),
+                    chunks: Mutex::new(synced),
                 })
             })
             .clone())
@@ -236,6 +241,11 @@ impl BlockStore {
         BlockIntegrity::of_block(block)?;
         let open = self.open.lock().expect("lock").get(&key).cloned();
         let Some(open) = open else {
+            if self.meta.get(key)?.is_some_and(|row| !row.committed) {
+                // Synced before a restart: reopen it with its chunks.
+                self.open_block(id)?;
+                return self.put_block(block);
+            }
             if let Ok(existing) = self.committed_block(id) {
                 let same = existing.data.size == block.size
                     && existing.data.chunks.len() == block.chunks.len()
@@ -257,27 +267,7 @@ impl BlockStore {
             }
             return Err(StorageError::NotFound(key.0, key.1));
         };
-        let mut recorded = Vec::with_capacity(block.chunks.len());
-        {
-            let written = open.chunks.lock().expect("lock");
-            for c in &block.chunks {
-                match written.get(&c.offset) {
-                    Some(w) if same_chunk(w, c) => recorded.push(w.clone()),
-                    Some(_) => {
-                        return Err(StorageError::Invalid(format!(
-                            "chunk at {} differs from the chunk written there",
-                            c.offset
-                        )));
-                    }
-                    None => {
-                        return Err(StorageError::Invalid(format!(
-                            "chunk at {} was never written",
-                            c.offset
-                        )));
-                    }
-                }
-            }
-        }
+        let recorded = Self::as_written(&open, block)?;
         open.file.set_len(block.size).map_err(io_err(&open.path))?;
         open.file.sync_all().map_err(io_err(&open.path))?;
         let dir = open.path.parent().expect("parent");
@@ -289,9 +279,10 @@ impl BlockStore {
         // Keep the chunk records as written: they carry the fine checksums.
         stored.chunks = recorded;
         let integrity = BlockIntegrity::of_block(&stored)?;
+        let before = self.meta.get(key)?.map_or(0, |row| row.size);
         self.meta.insert(key, &stored)?;
         self.open.lock().expect("lock").remove(&key);
-        self.used.fetch_add(block.size, Ordering::Relaxed);
+        self.account(before, block.size);
         let file = File::open(&open.path).map_err(io_err(&open.path))?;
         let committed = Arc::new(CommittedBlock {
             data: stored,
@@ -300,6 +291,78 @@ impl BlockStore {
             file,
         });
         self.committed.write().expect("lock").insert(key, committed);
+        Ok(block.size)
+    }
+
+    /// The records of `block`'s chunks as they were written to `open` (with
+    /// the fine checksums the datanode derived); every chunk must have been
+    /// written exactly so.
+    fn as_written(open: &OpenBlock, block: &BlockData) -> Result<Vec<ChunkInfo>, StorageError> {
+        let written = open.chunks.lock().expect("lock");
+        block
+            .chunks
+            .iter()
+            .map(|c| match written.get(&c.offset) {
+                Some(w) if same_chunk(w, c) => Ok(w.clone()),
+                Some(_) => Err(StorageError::Invalid(format!(
+                    "chunk at {} differs from the chunk written there",
+                    c.offset
+                ))),
+                None => Err(StorageError::Invalid(format!(
+                    "chunk at {} was never written",
+                    c.offset
+                ))),
+            })
+            .collect()
+    }
+
+    /// Moves the used-bytes count from a block's old size to its new one.
+    fn account(&self, before: u64, after: u64) {
+        if after >= before {
+            self.used.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            let d = (before - after).min(self.used_bytes());
+            self.used.fetch_sub(d, Ordering::Relaxed);
+        }
+    }
+
+    /// hsync: makes the chunks written so far durable and readable up to
+    /// `block.size` (a metadata row marked not committed) and keeps the
+    /// block open for more writes; its last chunk may be written again,
+    /// longer. Repeating a sync succeeds. Blocking.
+    pub fn sync_block(&self, block: &BlockData) -> Result<u64, StorageError> {
+        let id = block
+            .id
+            .as_ref()
+            .ok_or_else(|| StorageError::Invalid("missing block id".into()))?;
+        let key = key_of(id);
+        BlockIntegrity::of_block(block)?;
+        let open = match self.open.lock().expect("lock").get(&key).cloned() {
+            Some(o) => o,
+            None => match self.meta.get(key)? {
+                Some(row) if row.committed => {
+                    return Err(StorageError::AlreadyCommitted(key.0, key.1));
+                }
+                Some(_) => self.open_block(id)?,
+                None if block.size == 0 => self.open_block(id)?,
+                None => return Err(StorageError::NotFound(key.0, key.1)),
+            },
+        };
+        let recorded = Self::as_written(&open, block)?;
+        open.file.sync_data().map_err(io_err(&open.path))?;
+        let dir = open.path.parent().expect("parent");
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))?;
+        let mut stored = block.clone();
+        stored.committed = false;
+        stored.chunks = recorded;
+        BlockIntegrity::of_block(&stored)?;
+        let before = self.meta.get(key)?.map_or(0, |row| row.size);
+        self.meta.insert(key, &stored)?;
+        self.account(before, block.size);
+        // Readers see the new length from now on.
+        self.committed.write().expect("lock").remove(&key);
         Ok(block.size)
     }
 
@@ -550,6 +613,79 @@ mod tests {
         ));
         assert!(!s.block_path(&id).exists());
         assert_eq!(s.used_bytes(), 0);
+    }
+
+    #[test]
+    fn synced_blocks_grow_stay_readable_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 16).unwrap();
+        let id = BlockId {
+            container_id: 4,
+            local_id: 2,
+            commit_seq: 0,
+        };
+        let data: Vec<u8> = (0..100u8).collect();
+        let block = |chunks: Vec<ChunkInfo>| BlockData {
+            id: Some(id),
+            size: chunks.iter().map(|c| c.len).sum(),
+            chunks,
+            committed: false,
+        };
+        let open = || BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
+        {
+            let s = open();
+            // 32 whole bytes, then a 10-byte tail: sync.
+            let c1 = chunk(&ck, 0, &data[..32]);
+            let tail = chunk(&ck, 32, &data[32..42]);
+            s.write_chunk(&id, &c1, &data[..32], true).unwrap();
+            s.write_chunk(&id, &tail, &data[32..42], true).unwrap();
+            assert_eq!(
+                s.sync_block(&block(vec![c1.clone(), tail.clone()]))
+                    .unwrap(),
+                42
+            );
+            assert_eq!(
+                s.sync_block(&block(vec![c1.clone(), tail])).unwrap(),
+                42,
+                "repeated"
+            );
+            let (off, got, _) = s.read(&id, 30, 12, true, false).unwrap();
+            assert_eq!((off, &got[..]), (16, &data[16..42]));
+            assert!(
+                s.read(&id, 30, 13, false, false).is_err(),
+                "past the synced length"
+            );
+            assert_eq!(s.used_bytes(), 42);
+            // The tail is written again, longer, and synced.
+            let longer = chunk(&ck, 32, &data[32..70]);
+            s.write_chunk(&id, &longer, &data[32..70], true).unwrap();
+            s.sync_block(&block(vec![c1, longer])).unwrap();
+            assert_eq!(
+                &s.read(&id, 0, 70, false, false).unwrap().1[..],
+                &data[..70]
+            );
+            assert_eq!(s.used_bytes(), 70);
+            assert!(!s.committed_block(&id).unwrap().data.committed);
+        }
+        // After a restart the synced length is there, and the writer goes on.
+        let s = open();
+        assert_eq!(s.used_bytes(), 70);
+        assert_eq!(
+            &s.read(&id, 0, 70, true, false).unwrap().1[..70],
+            &data[..70]
+        );
+        let c1 = chunk(&ck, 0, &data[..32]);
+        let rest = chunk(&ck, 32, &data[32..]);
+        s.write_chunk(&id, &rest, &data[32..], true).unwrap();
+        assert_eq!(s.put_block(&block(vec![c1, rest])).unwrap(), 100);
+        assert!(s.committed_block(&id).unwrap().data.committed);
+        assert_eq!(s.used_bytes(), 100);
+        assert_eq!(&s.read(&id, 0, 100, false, false).unwrap().1[..], &data[..]);
+        // A committed block takes no more syncs.
+        assert!(matches!(
+            s.sync_block(&block(vec![chunk(&ck, 0, &data[..32])])),
+            Err(StorageError::AlreadyCommitted(4, 2))
+        ));
     }
 
     #[test]
