@@ -371,40 +371,47 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
             c2.rename(V, B, "t/b", "t/a").await.unwrap();
         }
     }
-    // A recursive delete, the OM killed right after it is acknowledged:
-    // the directory stays gone and its blocks are purged after restart.
-    let c = client(&tc.cluster, None, &[]);
-    for i in 0..300 {
-        write(&c, &format!("big/d{}/f{i}", i % 7), &data::bytes(i, 20_000)).await;
-    }
+    // Recursive deletes, the OM killed at different points of the
+    // background purge: each directory stays gone and its blocks are
+    // purged after restart.
     let used = |dns: &[ozone_proto::DatanodeDetails]| dns.iter().map(|d| d.used).sum::<u64>();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = used(&c.list_datanodes().await.unwrap());
-    assert!(before >= 3 * 300 * 20_000, "{before}");
-    c.delete_path(V, B, "big", true).await.unwrap();
-    tc.cluster.kill_om().await;
-    tc.cluster.start_om().await.unwrap();
-    tc.cluster
-        .wait_healthy(3, Duration::from_secs(30))
-        .await
-        .unwrap();
-    let c = client(&tc.cluster, None, &[]);
-    assert!(matches!(
-        c.file_status(V, B, "big").await,
-        Err(ClientError::NotFound(_))
-    ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = used(&c.list_datanodes().await.unwrap());
-        if now + 3 * 300 * 20_000 <= before {
-            break;
+    for (round, kill_after_ms) in [0u64, 40, 150].into_iter().enumerate() {
+        let c = client(&tc.cluster, None, &[]);
+        let dir = format!("big{round}");
+        for i in 0..200 {
+            let name = format!("{dir}/d{}/e{}/f{i}", i % 7, i % 3);
+            write(&c, &name, &data::bytes(i, 20_000)).await;
         }
-        assert!(
-            Instant::now() < deadline,
-            "blocks not purged: {now} of {before} bytes left"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let before = used(&c.list_datanodes().await.unwrap());
+        assert!(before >= 3 * 200 * 20_000, "{before}");
+        c.delete_path(V, B, &dir, true).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
+        tc.cluster.kill_om().await;
+        tc.cluster.start_om().await.unwrap();
+        tc.cluster
+            .wait_healthy(3, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let c = client(&tc.cluster, None, &[]);
+        assert!(matches!(
+            c.file_status(V, B, &dir).await,
+            Err(ClientError::NotFound(_))
+        ));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = used(&c.list_datanodes().await.unwrap());
+            if now + 3 * 200 * 20_000 <= before {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: blocks not purged: {now} of {before} bytes left"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
+    let c = client(&tc.cluster, None, &[]);
     assert_eq!(names(&c, "t/a").await.len(), FILES);
 }
 
