@@ -12,7 +12,6 @@
 
 pub(crate) mod cache;
 pub mod conn;
-pub(crate) mod mapping;
 pub(crate) mod pread;
 
 use std::collections::HashMap;
@@ -28,7 +27,6 @@ use ozone_proto::BlockId;
 
 use cache::LruCache;
 pub use conn::{DnConn, ScError};
-use mapping::Mapping;
 
 /// Short-circuit settings of a client.
 #[derive(Debug, Clone)]
@@ -70,7 +68,6 @@ pub struct ScBlock {
     slot: u32,
     id: BlockId,
     file: File,
-    map: Option<Mapping>,
     sums: BlockChecksums,
     opened: Instant,
 }
@@ -322,13 +319,11 @@ impl ShortCircuit {
             ))
         })?;
         let sums = sums.fine.unwrap_or(sums.coarse);
-        let map = Mapping::new(&file, data.size);
         let b = Arc::new(ScBlock {
             conn,
             slot,
             id: *id,
             file,
-            map,
             sums,
             opened: Instant::now(),
         });
@@ -340,11 +335,12 @@ impl ShortCircuit {
         Ok(b)
     }
 
-    /// Reads `out.len()` bytes at `offset` of an open block, verifying when
-    /// asked: from the block's mapping (the covering windows checked in
-    /// place, then one copy), or, when the file could not be mapped, with
-    /// one `preadv` (see `read_verified`). Data is returned only if the
-    /// block is still valid after the read.
+    /// Reads `out.len()` bytes at `offset` of an open block with `pread`,
+    /// verifying when asked (one `preadv` of the covering windows, checked
+    /// where they land: see [`pread::read_verified`]). Block files are
+    /// never mapped: a file truncated under a reader (by hand, by a failing
+    /// disk) must give an error and a fallback, not a SIGBUS. Data is
+    /// returned only if the block is still valid after the read.
     pub fn read(
         &self,
         b: &ScBlock,
@@ -357,25 +353,14 @@ impl ShortCircuit {
             self.remove((b.id.container_id, b.id.local_id));
             return Err(ScError::Invalidated);
         }
-        let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
+        if b.sums.covering(offset, out.len() as u64).is_none() {
             return Err(ScError::Refused {
                 refusal: ozone_proto::ScRefusal::Denied,
                 message: format!("read past the end of a {}-byte block", b.size()),
             });
-        };
+        }
         let verify = verify && b.sums.verifies();
-        if let Some(m) = &b.map {
-            let map = m.bytes();
-            if verify && !out.is_empty() {
-                // The whole windows covering the range, checked in place.
-                let (ws, we) = (windows.start as usize, windows.end as usize);
-                b.sums.verify(&windows, &map[ws..we])?;
-                self.stats
-                    .checksummed_bytes
-                    .fetch_add(windows.len(), Ordering::Relaxed);
-            }
-            out.copy_from_slice(&map[offset as usize..offset as usize + out.len()]);
-        } else if verify {
+        if verify {
             let n = pread::read_verified(&b.file, &b.sums, offset, out)?;
             self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
         } else {
