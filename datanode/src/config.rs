@@ -36,6 +36,8 @@ pub struct DatanodeConfig {
     pub short_circuit: Option<ShortCircuitConfig>,
     /// Block-token secret (tokens checked when set).
     pub block_token_secret: Option<Vec<u8>>,
+    /// Background scan of the replicas (off when `None`).
+    pub scan: Option<crate::scanner::ScanConfig>,
 }
 
 impl DatanodeConfig {
@@ -60,6 +62,15 @@ impl DatanodeConfig {
             max_message_size: conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize,
             short_circuit: short_circuit_config(conf)?,
             block_token_secret: conf.block_token_secret()?,
+            scan: conf
+                .value(&keys::SCRUB_ENABLED)?
+                .then(|| {
+                    Ok::<_, ConfigError>(crate::scanner::ScanConfig {
+                        interval: conf.value(&keys::SCRUB_INTERVAL)?,
+                        bytes_per_sec: conf.value(&keys::SCRUB_BYTES_PER_SECOND)?.0.max(1),
+                    })
+                })
+                .transpose()?,
         })
     }
 }

@@ -6,6 +6,7 @@ pub mod cmd;
 pub mod config;
 pub mod metrics;
 pub mod prepare;
+pub mod scanner;
 pub mod server;
 pub mod service;
 pub mod shortcircuit;

@@ -45,6 +45,12 @@ pub struct Metrics {
     pub sc_refusals: Family<ReasonLabel, Counter>,
     /// Short-circuit slots invalidated by block deletion.
     pub sc_invalidations: Counter,
+    /// Bytes read by the background scanner.
+    pub scan_bytes: Counter,
+    /// Replicas scanned whole.
+    pub scan_blocks: Counter,
+    /// Corrupt replicas found by the scanner.
+    pub scan_corrupt: Counter,
 }
 
 impl Metrics {
@@ -52,6 +58,21 @@ impl Metrics {
     pub fn register(&self, reg: &mut Registry) {
         let r = reg.sub_registry_with_prefix("ozone_datanode");
         r.register("ops", "Requests by operation", self.ops.clone());
+        r.register(
+            "scanner_read_bytes",
+            "Bytes read by the background replica scanner",
+            self.scan_bytes.clone(),
+        );
+        r.register(
+            "scanner_replicas",
+            "Replicas scanned whole by the background scanner",
+            self.scan_blocks.clone(),
+        );
+        r.register(
+            "scanner_corrupt_replicas",
+            "Corrupt replicas found (and no longer served) by the scanner",
+            self.scan_corrupt.clone(),
+        );
         r.register(
             "errors",
             "Failed requests by operation",

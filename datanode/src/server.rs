@@ -150,6 +150,7 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let max_read = (cfg.max_message_size as u64)
         .saturating_sub(64 << 10)
         .max(1 << 20);
+    let scan_metrics = metrics.clone();
     let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read, tokens);
     let dn = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
@@ -168,6 +169,16 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         ..Default::default()
     };
     tracing::info!(id = %id, grpc = %grpc_addr, http = %http_addr, node = %cfg.node_name, "datanode started");
+    if let Some(scan) = cfg.scan {
+        tasks.push(tokio::spawn(crate::scanner::run(
+            store.clone(),
+            scan,
+            OzoneManagerClient::new(om.clone()),
+            id.clone(),
+            scan_metrics,
+            rx.clone(),
+        )));
+    }
     tasks.push(tokio::spawn(heartbeat_loop(
         OzoneManagerClient::new(om),
         details,

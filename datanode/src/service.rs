@@ -27,6 +27,7 @@ impl From<StorageError> for Status {
             StorageError::Invalid(_) | StorageError::Checksum(_) => Status::invalid_argument(msg),
             StorageError::OutOfRange { .. } => Status::out_of_range(msg),
             StorageError::Io { .. } | StorageError::Meta(_) => Status::internal(msg),
+            StorageError::Corrupt(..) => Status::data_loss(msg),
         }
     }
 }

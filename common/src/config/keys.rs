@@ -184,6 +184,13 @@ keys! {
     HEARTBEAT_INTERVAL: Duration = "hdds.heartbeat.interval", Some("3s"), [Datanode];
     /// Datanode: check the checksums of every write.
     DATANODE_VERIFY_WRITES: bool = "hdds.datanode.verify.write.checksum", Some("true"), [Datanode];
+    /// Datanode: scan committed replicas in the background against their
+    /// checksums (corrupt ones are reported to the OM and no longer served).
+    SCRUB_ENABLED: bool = "hdds.container.scrub.enabled", Some("true"), [Datanode];
+    /// Datanode: pause between two full scans of the replicas.
+    SCRUB_INTERVAL: Duration = "hdds.container.scrub.data.scan.interval", Some("7d"), [Datanode];
+    /// Datanode: scan rate, bytes per second (gentle by default).
+    SCRUB_BYTES_PER_SECOND: Bytes = "hdds.container.scrub.volume.bytes.per.second", Some("5MB"), [Datanode];
     /// Datanode data directories (also `--data-dir`).
     DATA_DIRS: Paths = "hdds.datanode.dir", None, [Datanode];
     /// Datanode metadata directory (also `--metadata-dir`).

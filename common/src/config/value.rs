@@ -47,7 +47,7 @@ impl Value for u64 {
 
 impl Value for Duration {
     const KIND: &'static str = "duration";
-    const ALLOWED: &'static str = "a duration such as 500ms, 3s, 5m or 1h";
+    const ALLOWED: &'static str = "a duration such as 500ms, 3s, 5m, 1h or 7d";
     fn parse(text: &str) -> Option<Self> {
         parse_duration(text)
     }
@@ -199,6 +199,7 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
         "" | "s" => Duration::from_secs(n),
         "m" => Duration::from_secs(n.checked_mul(60)?),
         "h" => Duration::from_secs(n.checked_mul(3600)?),
+        "d" => Duration::from_secs(n.checked_mul(86_400)?),
         _ => return None,
     })
 }

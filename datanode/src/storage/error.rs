@@ -32,6 +32,9 @@ pub enum StorageError {
     },
     #[error("metadata store: {0}")]
     Meta(String),
+    /// The replica failed a scan and is no longer served.
+    #[error("block {0}:{1} is corrupt on this datanode: {2}")]
+    Corrupt(u64, u64, String),
 }
 
 impl From<IntegrityError> for StorageError {

@@ -9,4 +9,4 @@ pub mod meta;
 pub mod store;
 
 pub use error::StorageError;
-pub use store::{BlockStore, CommittedBlock};
+pub use store::{BlockStore, CommittedBlock, ScanOutcome};

@@ -61,8 +61,21 @@ pub struct BlockStore {
     meta: MetaTable,
     open: Mutex<HashMap<BlockKey, Arc<OpenBlock>>>,
     committed: RwLock<HashMap<BlockKey, Arc<CommittedBlock>>>,
+    /// Replicas a scan found damaged, with why: not served until deleted.
+    corrupt: Mutex<HashMap<BlockKey, String>>,
     used: AtomicU64,
     slots: Arc<SlotRegistry>,
+}
+
+/// What a scan of one replica found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanOutcome {
+    /// Every window matches its checksum; the bytes read.
+    Healthy(u64),
+    /// The file is missing, short, or a window does not match.
+    Corrupt(String),
+    /// The block was deleted (or is not committed) meanwhile.
+    Gone,
 }
 
 impl BlockStore {
@@ -73,6 +86,7 @@ impl BlockStore {
             meta: MetaTable::open(metadata_dir)?,
             open: Mutex::new(HashMap::new()),
             committed: RwLock::new(HashMap::new()),
+            corrupt: Mutex::new(HashMap::new()),
             used: AtomicU64::new(0),
             slots: Arc::new(SlotRegistry::new()),
         };
@@ -366,9 +380,109 @@ impl BlockStore {
         Ok(block.size)
     }
 
+    /// Reads a committed replica from its file (opened afresh, so a file
+    /// deleted or replaced by hand is seen) in pieces into `buf` and checks
+    /// every window against the block's finest checksums; `pace` is called
+    /// with the bytes of each piece (to bound the scan rate) and stops the
+    /// scan by returning false. Blocking.
+    pub fn scan_block(
+        &self,
+        id: &BlockId,
+        buf: &mut Vec<u8>,
+        pace: impl FnMut(u64) -> bool,
+    ) -> Result<ScanOutcome, StorageError> {
+        let key = key_of(id);
+        match self.scan_once(id, buf, pace)? {
+            // Deleted while it was read: not a damaged replica.
+            ScanOutcome::Corrupt(_) if self.meta.get(key)?.is_none() => Ok(ScanOutcome::Gone),
+            other => Ok(other),
+        }
+    }
+
+    fn scan_once(
+        &self,
+        id: &BlockId,
+        buf: &mut Vec<u8>,
+        mut pace: impl FnMut(u64) -> bool,
+    ) -> Result<ScanOutcome, StorageError> {
+        const PIECE: u64 = 1 << 20;
+        let key = key_of(id);
+        let Some(data) = self.meta.get(key)? else {
+            return Ok(ScanOutcome::Gone);
+        };
+        if !data.committed {
+            return Ok(ScanOutcome::Gone);
+        }
+        let integrity = match BlockIntegrity::of_block(&data) {
+            Ok(i) => i,
+            Err(e) => return Ok(ScanOutcome::Corrupt(format!("metadata: {e}"))),
+        };
+        let sums = integrity.finest();
+        let path = self.block_path(id);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ScanOutcome::Corrupt("the block file is missing".into()));
+            }
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let len = file.metadata().map_err(io_err(&path))?.len();
+        if len < data.size {
+            return Ok(ScanOutcome::Corrupt(format!(
+                "the block file holds {len} of its {} bytes",
+                data.size
+            )));
+        }
+        let bpc = sums.checksummer().bytes_per_checksum() as u64;
+        let piece = (PIECE / bpc).max(1) * bpc;
+        let mut at = 0;
+        while at < data.size {
+            let n = piece.min(data.size - at);
+            buf.resize(n as usize, 0);
+            if let Err(e) = file.read_exact_at(buf, at) {
+                return Ok(ScanOutcome::Corrupt(format!("reading at {at}: {e}")));
+            }
+            let w = sums.covering(at, n).expect("within the block");
+            if let Err(e) = sums.verify(&w, buf) {
+                return Ok(ScanOutcome::Corrupt(e.to_string()));
+            }
+            if !pace(n) {
+                return Ok(ScanOutcome::Gone); // stopped
+            }
+            at += n;
+        }
+        Ok(ScanOutcome::Healthy(data.size))
+    }
+
+    /// Stops serving a replica a scan found damaged: readers get
+    /// `Corrupt` (and move to another replica), short-circuit descriptors
+    /// of it are invalidated. Cleared when the block is deleted.
+    pub fn quarantine(&self, id: &BlockId, why: &str) {
+        let key = key_of(id);
+        self.corrupt
+            .lock()
+            .expect("lock")
+            .insert(key, why.to_string());
+        self.committed.write().expect("lock").remove(&key);
+        self.slots.invalidate(&[key]);
+    }
+
+    /// Whether a scan found this replica damaged.
+    pub fn is_quarantined(&self, id: &BlockId) -> bool {
+        self.corrupt.lock().expect("lock").contains_key(&key_of(id))
+    }
+
+    /// Replicas quarantined so far.
+    pub fn quarantined(&self) -> usize {
+        self.corrupt.lock().expect("lock").len()
+    }
+
     /// A committed block (loaded and cached on first use).
     pub fn committed_block(&self, id: &BlockId) -> Result<Arc<CommittedBlock>, StorageError> {
         let key = key_of(id);
+        if let Some(why) = self.corrupt.lock().expect("lock").get(&key) {
+            return Err(StorageError::Corrupt(key.0, key.1, why.clone()));
+        }
         if let Some(b) = self.committed.read().expect("lock").get(&key) {
             return Ok(b.clone());
         }
@@ -452,6 +566,7 @@ impl BlockStore {
             let key = key_of(id);
             self.committed.write().expect("lock").remove(&key);
             self.open.lock().expect("lock").remove(&key);
+            self.corrupt.lock().expect("lock").remove(&key);
             let path = self.block_path(id);
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
