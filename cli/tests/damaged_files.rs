@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ozone_cli::data;
-use ozone_client::{KeyRead, SidecarClient};
+use ozone_client::SidecarClient;
 use rand::Rng;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
