@@ -88,6 +88,8 @@ pub(crate) struct ClientInner {
     pub(crate) stats: ReadStats,
     /// Replicas found bad by this client: (container, local id) -> datanodes.
     pub(crate) bad: Mutex<HashMap<(u64, u64), Vec<String>>>,
+    /// Whether `bad` holds anything (checked without its lock per read).
+    pub(crate) any_bad: std::sync::atomic::AtomicBool,
     /// Short-circuit state, when enabled.
     pub(crate) sc: Option<shortcircuit::ShortCircuit>,
 }
@@ -171,6 +173,7 @@ impl Client {
                 om,
                 stats: ReadStats::default(),
                 bad: Mutex::new(HashMap::new()),
+                any_bad: std::sync::atomic::AtomicBool::new(false),
             }),
             verify,
         })

@@ -137,6 +137,9 @@ impl KeyReader {
     }
 
     fn is_bad(&self, block: &BlockId, dn: &str) -> bool {
+        if !self.inner.any_bad.load(Ordering::Acquire) {
+            return false;
+        }
         let bad = self.inner.bad.lock().expect("lock");
         !bad.is_empty()
             && bad
@@ -189,6 +192,7 @@ impl KeyReader {
                     .entry((id.container_id, id.local_id))
                     .or_default()
                     .push(dn.id.clone());
+                self.inner.any_bad.store(true, Ordering::Release);
                 self.inner.report_bad(id, &dn.id, &c.to_string()).await;
                 errors.push(format!("{}: {c}", dn.id));
             }

@@ -1,13 +1,16 @@
 //! The descriptor cache: least-recently-used entries beyond its capacity
-//! are evicted and handed back to the caller, which releases them.
+//! are evicted and handed back to the caller, which releases them. A
+//! lookup takes `&self` (recency is an atomic stamp), so readers share a
+//! read lock on the hot path.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An LRU map of at most `capacity` entries.
 pub(crate) struct LruCache<K, V> {
-    map: HashMap<K, (V, u64)>,
-    tick: u64,
+    map: HashMap<K, (V, AtomicU64)>,
+    tick: AtomicU64,
     capacity: usize,
 }
 
@@ -16,33 +19,34 @@ impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             map: HashMap::new(),
-            tick: 0,
+            tick: AtomicU64::new(0),
             capacity: capacity.max(1),
         }
     }
 
     /// The entry for `key`, marked most recently used.
-    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
-        self.tick += 1;
-        let tick = self.tick;
-        let (v, t) = self.map.get_mut(key)?;
-        *t = tick;
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
+        let (v, t) = self.map.get(key)?;
+        t.store(
+            self.tick.fetch_add(1, Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
         Some(v.clone())
     }
 
     /// Inserts `v`; returns the entries it displaced (a previous value for
     /// `key` and the least recently used beyond capacity).
     pub(crate) fn insert(&mut self, key: K, v: V) -> Vec<V> {
-        self.tick += 1;
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
         let mut evicted = Vec::new();
-        if let Some((old, _)) = self.map.insert(key, (v, self.tick)) {
+        if let Some((old, _)) = self.map.insert(key, (v, AtomicU64::new(tick))) {
             evicted.push(old);
         }
         while self.map.len() > self.capacity {
             let oldest = self
                 .map
                 .iter()
-                .min_by_key(|(_, (_, t))| *t)
+                .min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed))
                 .map(|(k, _)| *k);
             match oldest.and_then(|k| self.map.remove(&k)) {
                 Some((old, _)) => evicted.push(old),

@@ -19,7 +19,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use ozone_common::integrity::{BlockChecksums, BlockIntegrity};
@@ -92,13 +92,13 @@ type Key = (u64, u64);
 pub struct ShortCircuit {
     cfg: ScConfig,
     client_name: String,
-    conns: Mutex<HashMap<String, Arc<DnConn>>>,
+    conns: RwLock<HashMap<String, Arc<DnConn>>>,
     /// Next directory scan allowed at (after a failure).
     next_scan: Mutex<Option<Instant>>,
     /// Held during a scan, so concurrent callers wait for its result.
     scanning: tokio::sync::Mutex<()>,
     disabled_until: Mutex<HashMap<String, Instant>>,
-    cache: Mutex<LruCache<Key, Arc<ScBlock>>>,
+    cache: RwLock<LruCache<Key, Arc<ScBlock>>>,
     /// Counters.
     pub stats: ScStats,
 }
@@ -110,11 +110,11 @@ impl ShortCircuit {
         Self {
             cfg,
             client_name,
-            conns: Mutex::new(HashMap::new()),
+            conns: RwLock::new(HashMap::new()),
             next_scan: Mutex::new(None),
             scanning: tokio::sync::Mutex::new(()),
             disabled_until: Mutex::new(HashMap::new()),
-            cache: Mutex::new(LruCache::new(cfg_cache_size)),
+            cache: RwLock::new(LruCache::new(cfg_cache_size)),
             stats: ScStats::default(),
         }
     }
@@ -147,7 +147,7 @@ impl ShortCircuit {
                     Ok(c) => {
                         tracing::debug!(datanode = %c.datanode_id, socket = %p.display(), "local datanode found");
                         self.conns
-                            .lock()
+                            .write()
                             .expect("lock")
                             .insert(c.datanode_id.clone(), c);
                     }
@@ -158,7 +158,7 @@ impl ShortCircuit {
             }
         }
         self.conns
-            .lock()
+            .read()
             .expect("lock")
             .iter()
             .filter(|(_, c)| c.alive())
@@ -169,7 +169,7 @@ impl ShortCircuit {
     /// Whether datanode `id` is known to be local (without scanning).
     pub fn is_local(&self, id: &str) -> bool {
         self.conns
-            .lock()
+            .read()
             .expect("lock")
             .get(id)
             .is_some_and(|c| c.alive())
@@ -217,7 +217,7 @@ impl ShortCircuit {
                 .lock()
                 .expect("lock")
                 .insert(dn.to_string(), Instant::now() + self.cfg.backoff);
-            self.conns.lock().expect("lock").remove(dn);
+            self.conns.write().expect("lock").remove(dn);
             *self.next_scan.lock().expect("lock") = Some(Instant::now() + self.cfg.backoff);
             self.purge_conn(dn);
         }
@@ -226,7 +226,7 @@ impl ShortCircuit {
     fn purge_conn(&self, dn: &str) {
         let gone = self
             .cache
-            .lock()
+            .write()
             .expect("lock")
             .retain(|b| b.conn.datanode_id != dn);
         for b in gone {
@@ -243,7 +243,7 @@ impl ShortCircuit {
         }
         if let Some(c) = self
             .conns
-            .lock()
+            .read()
             .expect("lock")
             .get(dn)
             .filter(|c| c.alive())
@@ -252,7 +252,7 @@ impl ShortCircuit {
         }
         self.discover().await;
         self.conns
-            .lock()
+            .read()
             .expect("lock")
             .get(dn)
             .filter(|c| c.alive())
@@ -261,11 +261,11 @@ impl ShortCircuit {
     }
 
     fn cached(&self, key: Key) -> Option<Arc<ScBlock>> {
-        self.cache.lock().expect("lock").get(&key)
+        self.cache.read().expect("lock").get(&key)
     }
 
     fn insert(&self, key: Key, b: Arc<ScBlock>) {
-        let evicted = self.cache.lock().expect("lock").insert(key, b);
+        let evicted = self.cache.write().expect("lock").insert(key, b);
         for old in evicted {
             Self::release(old);
         }
@@ -282,7 +282,7 @@ impl ShortCircuit {
     }
 
     fn remove(&self, key: Key) {
-        let old = self.cache.lock().expect("lock").remove(&key);
+        let old = self.cache.write().expect("lock").remove(&key);
         if let Some(b) = old {
             Self::release(b);
         }
@@ -379,12 +379,12 @@ impl ShortCircuit {
 
     /// Cached descriptors.
     pub fn cached_blocks(&self) -> usize {
-        self.cache.lock().expect("lock").len()
+        self.cache.read().expect("lock").len()
     }
 
     /// Drops every cached descriptor (releasing their slots).
     pub fn clear_cache(&self) {
-        let all = self.cache.lock().expect("lock").drain();
+        let all = self.cache.write().expect("lock").drain();
         for b in all {
             Self::release(b);
         }
