@@ -178,6 +178,7 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
     }
     let apply_failed = (!outcome.failures.is_empty()).then(|| outcome.failures.join("; "));
 
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
     let st = status::compute(
         c,
         &Observed {
@@ -188,7 +189,7 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
             apply_failed: apply_failed.clone(),
             roll_held: outcome.roll_held,
         },
-        Time(k8s_openapi::jiff::Timestamp::now()),
+        now.clone(),
     );
     let progressing = st
         .conditions
@@ -229,7 +230,13 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
         let msg = "datanode roll held until every datanode is ready";
         publish(ctx, &reference, EventType::Warning, "RollHeld", msg).await;
     }
-    Ok(Action::requeue(if progressing { PROGRESS } else { RESYNC }))
+    // While progressing, look again at least every PROGRESS and exactly when
+    // the progress deadline passes (pod events may not come then).
+    Ok(Action::requeue(if progressing {
+        status::until_deadline(c, &st, &now).map_or(PROGRESS, |d| d.min(PROGRESS))
+    } else {
+        RESYNC
+    }))
 }
 
 /// What one round of applies did.

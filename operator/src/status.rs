@@ -342,3 +342,47 @@ pub fn datanodes_unready(sts: Option<&StatefulSet>) -> bool {
             || st.available_replicas.unwrap_or(st.replicas) < st.replicas
     })
 }
+
+/// How long until the progress deadline of a progressing cluster passes
+/// (a second after it), so that the controller looks again exactly then
+/// instead of at its next periodic wake-up; `None` without a recorded
+/// last progress.
+pub fn until_deadline(
+    c: &OzoneCluster,
+    st: &OzoneClusterStatus,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let last = st.last_progress_time.as_ref()?;
+    let deadline = i64::from(
+        c.spec
+            .progress_deadline_seconds
+            .unwrap_or(crate::crd::DEFAULT_PROGRESS_DEADLINE),
+    );
+    let left = last.0.as_second() + deadline + 1 - now.0.as_second();
+    Some(std::time::Duration::from_secs(left.max(1) as u64))
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(s: i64) -> Time {
+        Time(Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn the_next_look_is_just_after_the_deadline() {
+        let mut c = OzoneCluster::new("c", Default::default());
+        c.spec.progress_deadline_seconds = Some(15);
+        let st = OzoneClusterStatus {
+            last_progress_time: Some(at(1000)),
+            ..Default::default()
+        };
+        let secs = |now| until_deadline(&c, &st, &at(now)).unwrap().as_secs();
+        assert_eq!(secs(1000), 16);
+        assert_eq!(secs(1010), 6);
+        assert_eq!(secs(1020), 1, "past it: look again at once");
+        assert!(until_deadline(&c, &OzoneClusterStatus::default(), &at(1000)).is_none());
+    }
+}
