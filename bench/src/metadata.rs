@@ -59,9 +59,15 @@ fn fsync_latency(dir: &Path, n: usize) -> anyhow::Result<f64> {
     Ok(t[n / 2])
 }
 
-/// Runs `op(client, i)` from `clients` tasks for `secs`; ops/s, mean
-/// latency and the count.
-async fn measure<F, Fut>(clients: &[Client], secs: f64, op: F) -> anyhow::Result<(f64, f64, u64)>
+/// Runs `op(client, i)` from `clients` tasks for `secs` and adds the row
+/// `name` (ops/s, mean latency) to `rows`; returns the operations done.
+async fn measure<F, Fut>(
+    rows: &mut Vec<Row>,
+    name: &'static str,
+    clients: &[Client],
+    secs: f64,
+    op: F,
+) -> anyhow::Result<u64>
 where
     F: Fn(Client, u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
@@ -89,11 +95,13 @@ where
     let count = done.load(Ordering::Relaxed);
     let n = count as f64;
     let el = start.elapsed().as_secs_f64();
-    Ok((
-        n / el,
-        el * clients.len() as f64 / n.max(1.0) * 1000.0,
-        count,
-    ))
+    rows.push(Row {
+        op: name,
+        clients: clients.len(),
+        ops_per_sec: n / el,
+        mean_latency_ms: el * clients.len() as f64 / n.max(1.0) * 1000.0,
+    });
+    Ok(count)
 }
 
 /// Runs the benchmark; prints a Markdown table.
@@ -121,84 +129,84 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
         let tag = format!("c{n}");
         admin.mkdirs(V, B, &tag).await?;
         let t = tag.clone();
-        let (ops, lat, files) = measure(&clients, a.seconds, move |c, i| {
-            let p = format!("{t}/files/f{i}");
-            async move {
-                let w = c.create_file(V, B, &p, false).await?;
-                w.close().await?;
-                Ok(())
-            }
-        })
+        let files = measure(
+            &mut rows,
+            "create+close (empty file)",
+            &clients,
+            a.seconds,
+            move |c, i| {
+                let p = format!("{t}/files/f{i}");
+                async move {
+                    let w = c.create_file(V, B, &p, false).await?;
+                    w.close().await?;
+                    Ok(())
+                }
+            },
+        )
         .await?;
-        rows.push(Row {
-            op: "create+close (empty file)",
-            clients: n,
-            ops_per_sec: ops,
-            mean_latency_ms: lat,
-        });
         let t = tag.clone();
-        let (ops, lat, dirs) = measure(&clients, a.seconds, move |c, i| {
-            let p = format!("{t}/dirs/d{i}/e");
-            async move {
-                c.mkdirs(V, B, &p).await?;
-                Ok(())
-            }
-        })
+        let dirs = measure(
+            &mut rows,
+            "mkdirs (2 levels)",
+            &clients,
+            a.seconds,
+            move |c, i| {
+                let p = format!("{t}/dirs/d{i}/e");
+                async move {
+                    c.mkdirs(V, B, &p).await?;
+                    Ok(())
+                }
+            },
+        )
         .await?;
-        rows.push(Row {
-            op: "mkdirs (2 levels)",
-            clients: n,
-            ops_per_sec: ops,
-            mean_latency_ms: lat,
-        });
         let t = tag.clone();
         // Each file back and forth between two names.
-        let (ops, lat, _) = measure(&clients, a.seconds, move |c, i| {
-            let (k, round) = (i % files.max(1), i / files.max(1));
-            let (f, g) = (format!("{t}/files/f{k}"), format!("{t}/files/g{k}"));
-            let (from, to) = if round % 2 == 0 { (f, g) } else { (g, f) };
-            async move {
-                c.rename(V, B, &from, &to).await?;
-                Ok(())
-            }
-        })
+        measure(
+            &mut rows,
+            "rename (file)",
+            &clients,
+            a.seconds,
+            move |c, i| {
+                let (k, round) = (i % files.max(1), i / files.max(1));
+                let (f, g) = (format!("{t}/files/f{k}"), format!("{t}/files/g{k}"));
+                let (from, to) = if round % 2 == 0 { (f, g) } else { (g, f) };
+                async move {
+                    c.rename(V, B, &from, &to).await?;
+                    Ok(())
+                }
+            },
+        )
         .await?;
-        rows.push(Row {
-            op: "rename (file)",
-            clients: n,
-            ops_per_sec: ops,
-            mean_latency_ms: lat,
-        });
         let t = tag.clone();
-        let (ops, lat, _) = measure(&clients, a.seconds, move |c, i| {
-            let p = format!("{t}/dirs/d{}", i % dirs.max(1));
-            async move {
-                c.file_status(V, B, &p).await?;
-                Ok(())
-            }
-        })
+        measure(
+            &mut rows,
+            "stat (directory)",
+            &clients,
+            a.seconds,
+            move |c, i| {
+                let p = format!("{t}/dirs/d{}", i % dirs.max(1));
+                async move {
+                    c.file_status(V, B, &p).await?;
+                    Ok(())
+                }
+            },
+        )
         .await?;
-        rows.push(Row {
-            op: "stat (directory)",
-            clients: n,
-            ops_per_sec: ops,
-            mean_latency_ms: lat,
-        });
         let t = tag.clone();
-        let (ops, lat, _) = measure(&clients, a.seconds, move |c, _| {
-            let p = format!("{t}/dirs");
-            async move {
-                c.list_status(V, B, &p, "", 1000).await?;
-                Ok(())
-            }
-        })
+        measure(
+            &mut rows,
+            "list (page of 1000)",
+            &clients,
+            a.seconds,
+            move |c, _| {
+                let p = format!("{t}/dirs");
+                async move {
+                    c.list_status(V, B, &p, "", 1000).await?;
+                    Ok(())
+                }
+            },
+        )
         .await?;
-        rows.push(Row {
-            op: "list (page of 1000)",
-            clients: n,
-            ops_per_sec: ops,
-            mean_latency_ms: lat,
-        });
     }
     println!(
         "\nFile-system metadata operations, FILE_SYSTEM_OPTIMIZED bucket, {:.0} s per row; \

@@ -12,8 +12,32 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ozone_cli::data;
-use ozone_client::SidecarClient;
+use ozone_client::{KeyRead, SidecarClient};
 use rand::Rng;
+
+/// Reads random 64 KiB ranges of `r` until `stop`, each checked against
+/// `want`, counting them in `reads`.
+fn keep_reading<R: KeyRead + 'static>(
+    r: R,
+    who: String,
+    stop: &Arc<AtomicBool>,
+    reads: &Arc<AtomicU64>,
+    want: &Arc<Vec<u8>>,
+) -> tokio::task::JoinHandle<()> {
+    let (stop, reads, want) = (stop.clone(), reads.clone(), want.clone());
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while !stop.load(Ordering::Relaxed) {
+            let off = rand::rng().random_range(0..want.len() - buf.len()) as u64;
+            r.read_exact_at(off, &mut buf).await.unwrap();
+            assert!(
+                buf == want[off as usize..off as usize + buf.len()],
+                "{who}: bit-exact at {off}"
+            );
+            reads.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
@@ -57,38 +81,13 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
             .await
             .unwrap();
         direct_stats.push(direct);
-        let (stop, reads, want) = (stop.clone(), reads.clone(), want.clone());
-        readers.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 64 << 10];
-            while !stop.load(Ordering::Relaxed) {
-                let off = rand::rng().random_range(0..want.len() - buf.len()) as u64;
-                r.read_exact_at(off, &mut buf).await.unwrap();
-                assert!(
-                    buf == want[off as usize..off as usize + buf.len()],
-                    "bit-exact at {off} (verify {verify})"
-                );
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
+        let who = format!("direct reader, verify {verify}");
+        readers.push(keep_reading(r, who, &stop, &reads, &want));
     }
     // The sidecar, a long-lived reader in its own process.
-    {
-        let app = SidecarClient::unix(&sidecar.socket).unwrap();
-        let r = app.open_key("vol", "bucket", "k").await.unwrap();
-        let (stop, reads, want) = (stop.clone(), reads.clone(), want.clone());
-        readers.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 64 << 10];
-            while !stop.load(Ordering::Relaxed) {
-                let off = rand::rng().random_range(0..want.len() - buf.len()) as u64;
-                r.read_exact_at(off, &mut buf).await.unwrap();
-                assert!(
-                    buf == want[off as usize..off as usize + buf.len()],
-                    "sidecar at {off}"
-                );
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
+    let app = SidecarClient::unix(&sidecar.socket).unwrap();
+    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    readers.push(keep_reading(r, "sidecar".into(), &stop, &reads, &want));
     // Truncate node1's replicas and put them back, in a loop.
     let originals: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     let deadline = Instant::now() + Duration::from_secs(6);

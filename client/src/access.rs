@@ -229,6 +229,49 @@ macro_rules! shared_key_calls {
     };
 }
 
+/// A key being written, by either client.
+pub(crate) trait KeyWrite: Send {
+    /// Appends `data`.
+    fn write(&mut self, data: &[u8]) -> impl Future<Output = Result<()>> + Send;
+    /// Commits the key.
+    fn close(self) -> impl Future<Output = Result<KeyInfo>> + Send;
+}
+
+impl KeyWrite for crate::KeyWriter {
+    async fn write(&mut self, data: &[u8]) -> Result<()> {
+        crate::KeyWriter::write(self, data).await
+    }
+    async fn close(self) -> Result<KeyInfo> {
+        crate::KeyWriter::close(self).await
+    }
+}
+
+impl KeyWrite for crate::SidecarWriter {
+    async fn write(&mut self, data: &[u8]) -> Result<()> {
+        crate::SidecarWriter::write(self, data).await
+    }
+    async fn close(self) -> Result<KeyInfo> {
+        crate::SidecarWriter::close(self).await
+    }
+}
+
+/// Writes everything `input` yields into `w`, then commits it.
+pub(crate) async fn copy_in<W: KeyWrite, R: AsyncRead + Unpin>(
+    mut w: W,
+    mut input: R,
+) -> Result<KeyInfo> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = input.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        w.write(&buf[..n]).await?;
+    }
+    w.close().await
+}
+
 /// The file-system calls both clients have under the same names.
 macro_rules! shared_fs_calls {
     () => {
@@ -288,19 +331,13 @@ macro_rules! shared_fs_calls {
             bucket: &str,
             path: &str,
             overwrite: bool,
-            mut data: R,
+            data: R,
         ) -> Result<KeyInfo> {
-            use tokio::io::AsyncReadExt;
-            let mut w = self.create_file(volume, bucket, path, overwrite).await?;
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = data.read(&mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                w.write(&buf[..n]).await?;
-            }
-            w.close().await
+            copy_in(
+                self.create_file(volume, bucket, path, overwrite).await?,
+                data,
+            )
+            .await
         }
     };
 }

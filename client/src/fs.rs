@@ -4,6 +4,7 @@
 
 use ozone_proto::*;
 
+use crate::om::om_call;
 use crate::{Client, KeyWriter, Result};
 
 /// A path of a request.
@@ -22,14 +23,7 @@ impl Client {
         let req = MkdirsRequest {
             path: fs_path(volume, bucket, path),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.mkdirs(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, mkdirs, req)?;
         Ok(r.created)
     }
 
@@ -53,14 +47,7 @@ impl Client {
         let req = GetFileStatusRequest {
             path: fs_path(volume, bucket, path),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.get_file_status(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, get_file_status, req)?;
         Ok(r.status.unwrap_or_default())
     }
 
@@ -79,14 +66,7 @@ impl Client {
             start_after: start_after.into(),
             limit,
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.list_status(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, list_status, req)?;
         Ok(r.entries)
     }
 
@@ -98,14 +78,7 @@ impl Client {
             from: fs_path(volume, bucket, from),
             to: to.into(),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.rename(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, rename, req)?;
         Ok(r.path)
     }
 
@@ -122,13 +95,7 @@ impl Client {
             path: fs_path(volume, bucket, path),
             recursive,
         };
-        self.inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.delete_path(req).await }
-            })
-            .await?;
+        om_call!(self.inner.om, delete_path, req)?;
         Ok(())
     }
 
@@ -139,14 +106,7 @@ impl Client {
         let req = RecoverLeaseRequest {
             path: fs_path(volume, bucket, path),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.recover_lease(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, recover_lease, req)?;
         Ok(r.length)
     }
 
@@ -155,14 +115,7 @@ impl Client {
         let req = IsFileClosedRequest {
             path: fs_path(volume, bucket, path),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.is_file_closed(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, is_file_closed, req)?;
         Ok(r.closed)
     }
 
@@ -176,14 +129,7 @@ impl Client {
         let req = ContentSummaryRequest {
             path: fs_path(volume, bucket, path),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.get_content_summary(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, get_content_summary, req)?;
         Ok(r)
     }
 }

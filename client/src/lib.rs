@@ -32,7 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ozone_proto::*;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
+
+use crate::om::om_call;
 
 pub use access::{FsAccess, KeyAccess, KeyRead};
 pub use config::ClientConfig;
@@ -108,13 +110,7 @@ impl ClientInner {
             bucket: bucket.into(),
             name: name.into(),
         };
-        let r = self
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.lookup_key(req).await }
-            })
-            .await?;
+        let r = om_call!(self.om, lookup_key, req)?;
         r.key
             .ok_or_else(|| ClientError::NotFound(format!("key /{volume}/{bucket}/{name}")))
     }
@@ -125,13 +121,7 @@ impl ClientInner {
             datanode_id: dn.to_string(),
             reason: reason.to_string(),
         };
-        let r = self
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.report_bad_replica(req).await }
-            })
-            .await;
+        let r = om_call!(self.om, report_bad_replica, req);
         if let Err(e) = r {
             tracing::warn!("could not report bad replica to the OM: {e}");
         }
@@ -262,14 +252,7 @@ impl Client {
     pub async fn create_volume(&self, name: &str) -> Result<VolumeInfo> {
         ozone_common::names::check_resource_name("volume", name)?;
         let req = CreateVolumeRequest { name: name.into() };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.create_volume(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, create_volume, req)?;
         Ok(r.volume.unwrap_or_default())
     }
 
@@ -304,14 +287,7 @@ impl Client {
             name: name.into(),
             layout: layout as i32,
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.create_bucket(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, create_bucket, req)?;
         Ok(r.bucket.unwrap_or_default())
     }
 
@@ -320,14 +296,7 @@ impl Client {
         let req = ListBucketsRequest {
             volume: volume.into(),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.list_buckets(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, list_buckets, req)?;
         Ok(r.buckets)
     }
 
@@ -347,14 +316,7 @@ impl Client {
                 start_after: out.last().map(|k| k.name.clone()).unwrap_or_default(),
                 limit: 1000,
             };
-            let r = self
-                .inner
-                .om
-                .call(|mut om| {
-                    let req = req.clone();
-                    async move { om.list_keys(req).await }
-                })
-                .await?;
+            let r = om_call!(self.inner.om, list_keys, req)?;
             let n = r.keys.len();
             out.extend(r.keys);
             if n < 1000 {
@@ -387,13 +349,7 @@ impl Client {
             bucket: bucket.into(),
             name: name.into(),
         };
-        self.inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.delete_key(req).await }
-            })
-            .await?;
+        om_call!(self.inner.om, delete_key, req)?;
         Ok(())
     }
 
@@ -418,18 +374,9 @@ impl Client {
         volume: &str,
         bucket: &str,
         name: &str,
-        mut input: R,
+        input: R,
     ) -> Result<KeyInfo> {
-        let mut w = self.create_key(volume, bucket, name).await?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = input.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            w.write(&buf[..n]).await?;
-        }
-        w.close().await
+        crate::access::copy_in(self.create_key(volume, bucket, name).await?, input).await
     }
 
     /// Writes a key from a file.

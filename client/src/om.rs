@@ -8,6 +8,20 @@ use tonic::transport::Channel;
 
 use crate::error::{ClientError, Result};
 
+/// Calls OM method `$method` with `$req` (cloned per attempt) through
+/// [`Om::call`], retrying transient failures.
+macro_rules! om_call {
+    ($om:expr, $method:ident, $req:expr) => {{
+        let req = $req;
+        $om.call(|mut om| {
+            let req = req.clone();
+            async move { om.$method(req).await }
+        })
+        .await
+    }};
+}
+pub(crate) use om_call;
+
 /// The OM connection.
 #[derive(Clone)]
 pub struct Om {

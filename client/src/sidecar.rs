@@ -311,18 +311,9 @@ impl SidecarClient {
         volume: &str,
         bucket: &str,
         key: &str,
-        mut input: R,
+        input: R,
     ) -> Result<KeyInfo> {
-        let mut w = self.create_key(volume, bucket, key).await?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = input.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            w.write(&buf[..n]).await?;
-        }
-        w.close().await
+        crate::access::copy_in(self.create_key(volume, bucket, key).await?, input).await
     }
 
     /// Deletes a key.

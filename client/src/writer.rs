@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::*;
+use tonic::transport::Channel;
 
 use crate::ClientInner;
 use crate::error::{ClientError, Result};
+use crate::om::om_call;
 
 /// The block being written and the chunks sent to it so far (kept until
 /// the block is committed, to rewrite them elsewhere on failure).
@@ -70,13 +73,7 @@ impl KeyWriter {
             client_node: cfg.node_name.clone().unwrap_or_default(),
             exclusive,
         };
-        let r = inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.open_key(req).await }
-            })
-            .await?;
+        let r = om_call!(inner.om, open_key, req)?;
         Ok(Self {
             path: format!("/{volume}/{bucket}/{name}"),
             session_id: r.session_id,
@@ -126,14 +123,7 @@ impl KeyWriter {
             exclude_datanodes: self.exclude.iter().cloned().collect(),
             client_node: self.inner.config.node_name.clone().unwrap_or_default(),
         };
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.allocate_block(req).await }
-            })
-            .await?;
+        let r = om_call!(self.inner.om, allocate_block, req)?;
         r.block
             .ok_or_else(|| ClientError::Unavailable("OM returned no block".into()))
     }
@@ -179,16 +169,29 @@ impl KeyWriter {
         info: &ChunkInfo,
         data: &Bytes,
     ) -> Vec<ReplicaFailure> {
-        let calls = block.replicas.iter().map(|dn| {
+        self.on_replicas(block, |mut c| {
             let req = WriteChunkRequest {
                 block: block.block,
                 chunk: Some(info.clone()),
                 data: data.clone(),
             };
-            let client = self.inner.pool.get(dn);
+            async move { c.write_chunk(req).await.map(|_| ()) }
+        })
+        .await
+    }
+
+    /// Runs `call` against every replica of `block` at once; the replicas
+    /// that failed.
+    async fn on_replicas<F, Fut>(&self, block: &KeyBlock, call: F) -> Vec<ReplicaFailure>
+    where
+        F: Fn(DatanodeClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<(), tonic::Status>>,
+    {
+        let calls = block.replicas.iter().map(|dn| {
+            let r = self.inner.pool.get(dn).map(&call);
             async move {
-                let r = match client {
-                    Ok(mut c) => c.write_chunk(req).await.map(|_| ()),
+                let r = match r {
+                    Ok(fut) => fut.await,
                     Err(e) => Err(tonic::Status::unavailable(e.to_string())),
                 };
                 r.err().map(|status| ReplicaFailure {
@@ -238,6 +241,24 @@ impl KeyWriter {
         }
     }
 
+    /// PutBlock of `data` on every replica of `block` (`sync`: hsync, the
+    /// block stays open); the replicas that failed.
+    async fn put_block(
+        &self,
+        block: &KeyBlock,
+        data: BlockData,
+        sync: bool,
+    ) -> Vec<ReplicaFailure> {
+        self.on_replicas(block, |mut c| {
+            let req = PutBlockRequest {
+                block: Some(data.clone()),
+                sync,
+            };
+            async move { c.put_block(req).await.map(|_| ()) }
+        })
+        .await
+    }
+
     /// Commits the current block on every replica (PutBlock).
     async fn finish_block(&mut self) -> Result<()> {
         loop {
@@ -250,24 +271,7 @@ impl KeyWriter {
                 size: cur.written,
                 committed: false,
             };
-            let calls = cur.block.replicas.iter().map(|dn| {
-                let req = PutBlockRequest {
-                    block: Some(data.clone()),
-                    sync: false,
-                };
-                let client = self.inner.pool.get(dn);
-                async move {
-                    let r = match client {
-                        Ok(mut c) => c.put_block(req).await.map(|_| ()),
-                        Err(e) => Err(tonic::Status::unavailable(e.to_string())),
-                    };
-                    r.err().map(|status| ReplicaFailure {
-                        id: dn.id.clone(),
-                        status,
-                    })
-                }
-            });
-            let failures: Vec<_> = join_all(calls).await.into_iter().flatten().collect();
+            let failures = self.put_block(&cur.block, data, false).await;
             if failures.is_empty() {
                 let cur = self.current.take().expect("current block");
                 self.done.push(KeyBlock {
@@ -304,13 +308,7 @@ impl KeyWriter {
             blocks,
             size: self.size,
         };
-        self.inner
-            .om
-            .call(|mut om| {
-                let req = req.clone();
-                async move { om.hsync(req).await }
-            })
-            .await?;
+        om_call!(self.inner.om, hsync, req)?;
         Ok(())
     }
 
@@ -381,24 +379,7 @@ impl KeyWriter {
                 chunks,
                 committed: false,
             };
-            let calls = block.replicas.iter().map(|dn| {
-                let req = PutBlockRequest {
-                    block: Some(data.clone()),
-                    sync: true,
-                };
-                let client = self.inner.pool.get(dn);
-                async move {
-                    let r = match client {
-                        Ok(mut c) => c.put_block(req).await.map(|_| ()),
-                        Err(e) => Err(tonic::Status::unavailable(e.to_string())),
-                    };
-                    r.err().map(|status| ReplicaFailure {
-                        id: dn.id.clone(),
-                        status,
-                    })
-                }
-            });
-            let failures: Vec<_> = join_all(calls).await.into_iter().flatten().collect();
+            let failures = self.put_block(&block, data, true).await;
             if failures.is_empty() {
                 return Ok(());
             }

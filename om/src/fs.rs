@@ -42,6 +42,15 @@ enum Entry {
     Missing,
 }
 
+/// What a path names, resolved.
+enum Found {
+    Root,
+    Dir(DirInfo),
+    File(KeyInfo),
+    /// A file being written: its write session.
+    Open(KeyInfo),
+}
+
 /// The tables of one write transaction.
 struct Tables<'t> {
     dirs: redb::Table<'t, (u64, &'static str), &'static [u8]>,
@@ -362,8 +371,8 @@ impl OmStore {
 
     /// Commits file session `session` (in `txn`): the file replaces the
     /// name's reservation; a file it overwrites has its blocks queued.
-    /// Returns the created time to keep, or `None` when the parent
-    /// directory was deleted meanwhile (the caller drops the session).
+    /// Returns the committed file, or `None` when the parent directory was
+    /// deleted meanwhile (the caller drops the session).
     pub(crate) fn fs_commit(
         txn: &redb::WriteTransaction,
         id: u64,
@@ -432,8 +441,39 @@ impl OmStore {
         Ok(())
     }
 
+    /// What `path` names in the bucket with root `root` (one read
+    /// transaction); a missing path or parent is `NotFound` naming it.
+    fn found(&self, root: u64, volume: &str, bucket: &str, path: &str) -> Result<Found, OmError> {
+        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let Some((leaf, parent_comps)) = comps.split_last() else {
+            return Ok(Found::Root);
+        };
+        let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let not_found = || OmError::NotFound(format!("/{volume}/{bucket}/{}", comps.join("/")));
+        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
+            Ok(p) => p,
+            Err(OmError::NotFound(_)) => return Err(not_found()),
+            Err(e) => return Err(e),
+        };
+        Ok(match entry_in(&dirs, &files, &open, parent, leaf)? {
+            Entry::Dir(d) => Found::Dir(d),
+            Entry::File(k) => Found::File(k),
+            Entry::Open(session) => {
+                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+                match t.get(session).map_err(meta)? {
+                    Some(v) => Found::Open(decode(v.value())?),
+                    None => return Err(not_found()),
+                }
+            }
+            Entry::Missing => return Err(not_found()),
+        })
+    }
+
     /// The file at `path` of a file-system bucket (a file being written:
-    /// the length readers may see, without blocks so far).
+    /// what its last hsync made visible).
     pub(crate) fn fs_lookup(
         &self,
         root: u64,
@@ -441,80 +481,40 @@ impl OmStore {
         bucket: &str,
         path: &str,
     ) -> Result<KeyInfo, OmError> {
-        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
-        let (parent_comps, leaf) = split_last(&comps, path)?;
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
-        let open = txn.open_table(FS_OPEN).map_err(meta)?;
-        let not_found = || OmError::NotFound(format!("file /{volume}/{bucket}/{path}"));
-        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
-            Ok(p) => p,
-            Err(OmError::NotFound(_)) => return Err(not_found()),
-            Err(e) => return Err(e),
+        let named = |k: KeyInfo| KeyInfo {
+            name: path.to_string(),
+            ..k
         };
-        match entry_in(&dirs, &files, &open, parent, leaf)? {
-            Entry::File(k) => Ok(KeyInfo {
-                name: path.to_string(),
-                ..k
-            }),
-            Entry::Open(session) => {
-                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
-                let s: KeyInfo = match t.get(session).map_err(meta)? {
-                    Some(v) => decode(v.value())?,
-                    None => return Err(not_found()),
-                };
-                // Being written: what the last hsync made visible.
-                Ok(KeyInfo {
-                    name: path.to_string(),
-                    blocks: s.synced_blocks.clone(),
-                    synced_blocks: Vec::new(),
-                    ..s
-                })
-            }
-            Entry::Dir(_) => Err(OmError::Precondition(format!(
+        match self.found(root, volume, bucket, path)? {
+            Found::File(k) => Ok(named(k)),
+            Found::Open(s) => Ok(named(KeyInfo {
+                blocks: s.synced_blocks.clone(),
+                synced_blocks: Vec::new(),
+                ..s
+            })),
+            Found::Root | Found::Dir(_) => Err(OmError::Precondition(format!(
                 "/{volume}/{bucket}/{path} is a directory"
             ))),
-            Entry::Missing => Err(not_found()),
         }
     }
 
     /// The status of `path` ("" is the bucket's root).
     pub fn fs_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus, OmError> {
         let root = self.require_fs(volume, bucket)?;
-        let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
-        let shown = comps.join("/");
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
-        let open = txn.open_table(FS_OPEN).map_err(meta)?;
-        let Some((leaf, parent_comps)) = comps.split_last() else {
-            return Ok(FileStatus {
+        let shown = fs_components(path)
+            .map_err(|e| OmError::Invalid(e.to_string()))?
+            .join("/");
+        Ok(match self.found(root, volume, bucket, path)? {
+            Found::Root => FileStatus {
                 path: String::new(),
                 is_dir: true,
                 object_id: root,
                 ..Default::default()
-            });
-        };
-        let not_found = || OmError::NotFound(format!("/{volume}/{bucket}/{shown}"));
-        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
-            Ok(p) => p,
-            Err(OmError::NotFound(_)) => return Err(not_found()),
-            Err(e) => return Err(e),
-        };
-        match entry_in(&dirs, &files, &open, parent, leaf)? {
-            Entry::Dir(d) => Ok(dir_status(shown, &d)),
-            Entry::File(k) => Ok(file_status(shown, &k, false)),
-            Entry::Open(session) => {
-                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
-                let s: KeyInfo = match t.get(session).map_err(meta)? {
-                    Some(v) => decode(v.value())?,
-                    None => return Err(not_found()),
-                };
-                Ok(file_status(shown, &s, true))
-            }
-            Entry::Missing => Err(not_found()),
-        }
+            },
+            Found::Dir(d) => dir_status(shown, &d),
+            Found::File(k) => file_status(shown, &k, false),
+            Found::Open(s) => file_status(shown, &s, true),
+        })
     }
 
     /// The entries of directory `path` (or the file itself) whose names
@@ -749,14 +749,15 @@ impl OmStore {
     /// Closes the file at `path` if it is being written, at its last synced
     /// length (its writer is gone: HBase's WAL recovery); the blocks after
     /// that point are queued for deletion, the writer's later calls fail.
-    /// Returns the length; a file already closed is left as it is.
+    /// Returns the length and whether the file was closed now; a file
+    /// already closed is left as it is.
     pub fn fs_recover_lease(
         &self,
         volume: &str,
         bucket: &str,
         path: &str,
         now: u64,
-    ) -> Result<u64, OmError> {
+    ) -> Result<(u64, bool), OmError> {
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
@@ -765,7 +766,7 @@ impl OmStore {
             let mut t = Tables::open(&txn)?;
             let parent = walk_dirs(&t.dirs, &t.files, &t.open, root, parent_comps, path)?;
             match t.entry(parent, leaf)? {
-                Entry::File(k) => return Ok(k.size),
+                Entry::File(k) => return Ok((k.size, false)),
                 Entry::Dir(_) => {
                     return Err(OmError::Precondition(format!(
                         "/{volume}/{bucket}/{} is a directory",
@@ -817,7 +818,7 @@ impl OmStore {
             }
         };
         self.commit(txn)?;
-        Ok(length)
+        Ok((length, true))
     }
 
     /// Whether the file at `path` is closed (not being written).
@@ -851,6 +852,9 @@ impl OmStore {
     /// dropped), subdirectories (queued in turn). A directory leaves the
     /// queue when it has no entries left. Returns the entries purged.
     pub fn fs_purge(&self, batch: usize) -> Result<usize, OmError> {
+        if self.fs_purge_pending()? == 0 {
+            return Ok(0); // no write transaction for nothing
+        }
         let txn = self.write()?;
         let mut purged = 0;
         {

@@ -432,12 +432,14 @@ impl OzoneManager for OmService {
     ) -> Result<Response<RecoverLeaseResponse>, Status> {
         let p = fs_path(req.into_inner().path)?;
         let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
-        let length = self
+        let (length, recovered) = self
             .run("RecoverLease", move |s| {
                 s.fs_recover_lease(&p.volume, &p.bucket, &p.path, now_ms())
             })
             .await?;
-        tracing::info!(path = %shown, length, "lease recovered");
+        if recovered {
+            tracing::info!(path = %shown, length, "lease recovered");
+        }
         Ok(Response::new(RecoverLeaseResponse {
             closed: true,
             length,

@@ -540,8 +540,8 @@ impl OmStore {
         if let Some(root) = self.fs_root(volume, bucket)? {
             return self.fs_lookup(root, volume, bucket, name);
         }
+        // `fs_root` found the volume and bucket.
         let txn = self.db.begin_read().map_err(meta)?;
-        Self::check_bucket(&txn, volume, bucket)?;
         let kk = key_key(volume, bucket, name);
         match txn
             .open_table(KEYS)
@@ -570,7 +570,7 @@ impl OmStore {
             )));
         }
         let txn = self.db.begin_read().map_err(meta)?;
-        Self::check_bucket(&txn, volume, bucket)?;
+        // `fs_root` found the volume and bucket.
         let t = txn.open_table(KEYS).map_err(meta)?;
         let base = format!("{volume}/{bucket}/");
         let lo = format!("{base}{prefix}");

@@ -353,15 +353,15 @@ impl ShortCircuit {
             self.remove((b.id.container_id, b.id.local_id));
             return Err(ScError::Invalidated);
         }
-        if b.sums.covering(offset, out.len() as u64).is_none() {
+        let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
             return Err(ScError::Refused {
                 refusal: ozone_proto::ScRefusal::Denied,
                 message: format!("read past the end of a {}-byte block", b.size()),
             });
-        }
+        };
         let verify = verify && b.sums.verifies();
         if verify {
-            let n = pread::read_verified(&b.file, &b.sums, offset, out)?;
+            let n = pread::read_verified(&b.file, &b.sums, windows, offset, out)?;
             self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
         } else {
             b.file.read_exact_at(out, offset).map_err(ScError::Io)?;

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 
-use ozone_common::integrity::BlockChecksums;
+use ozone_common::integrity::{BlockChecksums, Windows};
 
 use super::ScError;
 
@@ -14,17 +14,15 @@ thread_local! {
 }
 
 /// Reads `out.len()` bytes at `offset` of `file`, a block with checksums
-/// `sums`, and verifies the windows covering them. Returns the bytes
-/// checksummed.
+/// `sums`, and verifies `w`, the windows covering them
+/// ([`BlockChecksums::covering`]). Returns the bytes checksummed.
 pub(crate) fn read_verified(
     file: &File,
     sums: &BlockChecksums,
+    w: Windows,
     offset: u64,
     out: &mut [u8],
 ) -> Result<u64, ScError> {
-    let w = sums
-        .covering(offset, out.len() as u64)
-        .ok_or_else(|| ScError::Io(std::io::ErrorKind::InvalidInput.into()))?;
     if out.is_empty() {
         return Ok(0);
     }
@@ -102,12 +100,18 @@ mod tests {
             (1024, 0, 0),
         ] {
             let mut out = vec![0u8; len];
-            let n = read_verified(&f, &sums, off, &mut out).unwrap();
+            let n = read_verified(
+                &f,
+                &sums,
+                sums.covering(off, len as u64).unwrap(),
+                off,
+                &mut out,
+            )
+            .unwrap();
             assert_eq!(n, checked, "{off}+{len}");
             assert_eq!(out, &data[off as usize..off as usize + len]);
         }
-        let mut out = [0u8; 2];
-        assert!(read_verified(&f, &sums, 4999, &mut out).is_err());
+        assert!(sums.covering(4999, 2).is_none(), "past the end: no windows");
     }
 
     #[test]
@@ -116,12 +120,14 @@ mod tests {
         // Byte 1030 lies in window 2 (1024..1536), outside the range read.
         f.write_all_at(&[0xff], 1030).unwrap();
         let mut out = [0u8; 10];
-        let e = read_verified(&f, &sums, 1100, &mut out).unwrap_err();
+        let e =
+            read_verified(&f, &sums, sums.covering(1100, 10).unwrap(), 1100, &mut out).unwrap_err();
         assert!(matches!(e, ScError::Checksum(_)), "{e}");
-        read_verified(&f, &sums, 2000, &mut out).unwrap();
+        read_verified(&f, &sums, sums.covering(2000, 10).unwrap(), 2000, &mut out).unwrap();
         // A file cut short is an error, not short data.
         f.set_len(3000).unwrap();
-        let e = read_verified(&f, &sums, 2990, &mut out).unwrap_err();
+        let e =
+            read_verified(&f, &sums, sums.covering(2990, 10).unwrap(), 2990, &mut out).unwrap_err();
         assert!(matches!(e, ScError::Io(_)), "{e}");
     }
 }

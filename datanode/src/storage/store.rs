@@ -281,22 +281,8 @@ impl BlockStore {
             }
             return Err(StorageError::NotFound(key.0, key.1));
         };
-        let recorded = Self::as_written(&open, block)?;
-        open.file.set_len(block.size).map_err(io_err(&open.path))?;
-        open.file.sync_all().map_err(io_err(&open.path))?;
-        let dir = open.path.parent().expect("parent");
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(dir))?;
-        let mut stored = block.clone();
-        stored.committed = true;
-        // Keep the chunk records as written: they carry the fine checksums.
-        stored.chunks = recorded;
-        let integrity = BlockIntegrity::of_block(&stored)?;
-        let before = self.meta.get(key)?.map_or(0, |row| row.size);
-        self.meta.insert(key, &stored)?;
+        let (stored, integrity) = self.persist(key, &open, block, true)?;
         self.open.lock().expect("lock").remove(&key);
-        self.account(before, block.size);
         let file = File::open(&open.path).map_err(io_err(&open.path))?;
         let committed = Arc::new(CommittedBlock {
             data: stored,
@@ -306,6 +292,39 @@ impl BlockStore {
         });
         self.committed.write().expect("lock").insert(key, committed);
         Ok(block.size)
+    }
+
+    /// Makes `block` (its chunks as written to `open`) durable: the file
+    /// (cut to the block's size when `committed`) and its directory are
+    /// fsynced, then its metadata row is stored, marked `committed` or
+    /// synced only. Returns the row and its checksums.
+    fn persist(
+        &self,
+        key: BlockKey,
+        open: &OpenBlock,
+        block: &BlockData,
+        committed: bool,
+    ) -> Result<(BlockData, BlockIntegrity), StorageError> {
+        let recorded = Self::as_written(open, block)?;
+        if committed {
+            open.file.set_len(block.size).map_err(io_err(&open.path))?;
+            open.file.sync_all().map_err(io_err(&open.path))?;
+        } else {
+            open.file.sync_data().map_err(io_err(&open.path))?;
+        }
+        let dir = open.path.parent().expect("parent");
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))?;
+        let mut stored = block.clone();
+        stored.committed = committed;
+        // Keep the chunk records as written: they carry the fine checksums.
+        stored.chunks = recorded;
+        let integrity = BlockIntegrity::of_block(&stored)?;
+        let before = self.meta.get(key)?.map_or(0, |row| row.size);
+        self.meta.insert(key, &stored)?;
+        self.account(before, block.size);
+        Ok((stored, integrity))
     }
 
     /// The records of `block`'s chunks as they were written to `open` (with
@@ -362,19 +381,7 @@ impl BlockStore {
                 None => return Err(StorageError::NotFound(key.0, key.1)),
             },
         };
-        let recorded = Self::as_written(&open, block)?;
-        open.file.sync_data().map_err(io_err(&open.path))?;
-        let dir = open.path.parent().expect("parent");
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(dir))?;
-        let mut stored = block.clone();
-        stored.committed = false;
-        stored.chunks = recorded;
-        BlockIntegrity::of_block(&stored)?;
-        let before = self.meta.get(key)?.map_or(0, |row| row.size);
-        self.meta.insert(key, &stored)?;
-        self.account(before, block.size);
+        self.persist(key, &open, block, false)?;
         // Readers see the new length from now on.
         self.committed.write().expect("lock").remove(&key);
         Ok(block.size)
