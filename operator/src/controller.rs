@@ -385,16 +385,15 @@ pub fn hold_roll_if_unready(
     // controller has not yet observed the last applied template (its
     // revisions are stale then), or while any pod runs another revision.
     let stale = !observed(cur);
-    let mid_roll = stale
-        || st.is_some_and(|s| {
-            s.update_revision.is_some() && s.current_revision != s.update_revision
-        })
+    let revisions_differ = st
+        .is_some_and(|s| s.update_revision.is_some() && s.current_revision != s.update_revision)
         || pods.iter().any(|p| {
             update_revision.is_some()
                 && p.labels()
                     .get(REVISION_LABEL)
                     .is_some_and(|r| Some(r) != update_revision.as_ref())
         });
+    let mid_roll = stale || revisions_differ;
     let replicas = cur
         .spec
         .as_ref()
@@ -448,7 +447,10 @@ pub fn hold_roll_if_unready(
             ..Default::default()
         });
     }
-    held
+    // A StatefulSet not yet observed may only be scaling (a replicas change
+    // bumps its generation too): the partition stays cautious, but a roll is
+    // reported held only when one is known to be under way.
+    held && (template_changed || revisions_differ)
 }
 
 /// The `ozone-rs.io/template-hash` a StatefulSet was applied with.

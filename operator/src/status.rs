@@ -140,14 +140,16 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
 
     // After a spec change the cluster is progressing until every replica is
     // ready (or the deadline passes); a replica lost after that is Degraded
-    // at once.
+    // at once. A held roll or a stalled one has not settled either.
     let settling = c.status.as_ref().is_none_or(|o| {
         o.observed_generation != generation
             || o.om.desired != om.desired
             || o.datanodes.desired != dn.desired
             || o.conditions.iter().any(|k| {
                 k.type_ == PROGRESSING
-                    && (k.status == "True" || k.reason == "ProgressDeadlineExceeded")
+                    && (k.status == "True"
+                        || k.reason == "ProgressDeadlineExceeded"
+                        || k.reason == "RollHeld")
             })
     });
     let waiting = settling && !stopped && (om.ready < om.desired || dn.ready < dn.desired);
@@ -384,5 +386,67 @@ mod deadline_tests {
         assert_eq!(secs(1010), 6);
         assert_eq!(secs(1020), 1, "past it: look again at once");
         assert!(until_deadline(&c, &OzoneClusterStatus::default(), &at(1000)).is_none());
+    }
+
+    fn sts(spec_replicas: i32, replicas: i32, ready: i32) -> StatefulSet {
+        use k8s_openapi::api::apps::v1::{StatefulSetSpec, StatefulSetStatus};
+        StatefulSet {
+            metadata: Default::default(),
+            spec: Some(StatefulSetSpec {
+                replicas: Some(spec_replicas),
+                ..Default::default()
+            }),
+            status: Some(StatefulSetStatus {
+                replicas,
+                ready_replicas: Some(ready),
+                updated_replicas: Some(replicas),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn reason<'a>(st: &'a OzoneClusterStatus, t: &str) -> (&'a str, &'a str) {
+        let k = st.conditions.iter().find(|k| k.type_ == t).unwrap();
+        (k.status.as_str(), k.reason.as_str())
+    }
+
+    #[test]
+    fn a_held_roll_has_not_settled_so_the_deadline_still_applies() {
+        let mut c = OzoneCluster::new("c", Default::default());
+        c.metadata.generation = Some(7);
+        c.spec.datanodes.replicas = 4;
+        c.spec.progress_deadline_seconds = Some(15);
+        let om = sts(1, 1, 1);
+        let dn = sts(4, 4, 3);
+        let pods = [];
+        let held = Observed {
+            om: Some(&om),
+            datanodes: Some(&dn),
+            pods: &pods,
+            roll_held: true,
+            ..Default::default()
+        };
+        c.status = Some(compute(&c, &held, at(1000)));
+        assert_eq!(
+            reason(c.status.as_ref().unwrap(), PROGRESSING),
+            ("False", "RollHeld")
+        );
+        // The hold is gone but the fourth datanode is still not ready: the
+        // cluster waits for it (not "Reconciled" with a bare Degraded).
+        let free = Observed {
+            roll_held: false,
+            ..held
+        };
+        let st = compute(&c, &free, at(1001));
+        assert_eq!(reason(&st, PROGRESSING), ("True", "WaitingForReady"));
+        assert_eq!(reason(&st, DEGRADED), ("False", "AsExpected"));
+        c.status = Some(st);
+        // With no progress past the deadline it is stalled.
+        let st = compute(&c, &free, at(1020));
+        assert_eq!(
+            reason(&st, PROGRESSING),
+            ("False", "ProgressDeadlineExceeded")
+        );
+        assert_eq!(reason(&st, DEGRADED), ("True", "ProgressDeadlineExceeded"));
     }
 }

@@ -838,4 +838,25 @@ fn a_pending_pod_on_the_old_template_is_updated_while_healthy_pods_wait() {
         &ready
     ));
     assert_eq!(partition(&objs.datanodes), None);
+
+    // Scaling up only: the StatefulSet's new generation (its replicas) is not
+    // yet observed and the new pod does not exist yet. The partition stays
+    // cautious, but no roll is reported held: the template did not change.
+    let mut scaling = cur.clone();
+    scaling.metadata.generation = Some(3);
+    scaling.status = Some(StatefulSetStatus {
+        observed_generation: Some(2),
+        replicas: 3,
+        ready_replicas: Some(3),
+        current_revision: Some("r1".into()),
+        update_revision: Some("r1".into()),
+        ..Default::default()
+    });
+    let three: Vec<Pod> = (0..3).map(|i| with_rev(dn_pod(i, true))).collect();
+    let mut same = scaling.clone();
+    same.status = None;
+    assert!(!hold_roll_if_unready(&mut same, Some(&scaling), &three));
+    // The same staleness after a template change is a roll: held.
+    let mut changed = desired.clone();
+    assert!(hold_roll_if_unready(&mut changed, Some(&scaling), &three));
 }
