@@ -233,14 +233,59 @@ enum AdminCmd {
         #[command(subcommand)]
         cmd: DatanodeCmd,
     },
+    /// Replication commands.
+    #[command(after_help = "Example: ozone admin replication status")]
+    Replication {
+        #[command(subcommand)]
+        cmd: ReplicationCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReplicationCmd {
+    /// Blocks by replication state, copies, and the blocks at most risk.
+    #[command(after_help = "Example: ozone admin replication status --top 20")]
+    Status {
+        /// How many of the blocks at most risk to list.
+        #[arg(long, default_value_t = 10)]
+        top: u32,
+    },
 }
 
 #[derive(Subcommand)]
 enum DatanodeCmd {
-    /// Lists datanodes: id, address, node, state, capacity and use.
+    /// Lists datanodes: id, address, node, health, operational state,
+    /// capacity and use.
     #[command(alias = "ls")]
     #[command(after_help = "Example: ozone admin datanode list")]
     List,
+    /// Moves every replica off a datanode (it keeps serving reads); it is
+    /// DECOMMISSIONED when no key depends on it.
+    #[command(after_help = "Example: ozone admin datanode decommission ozone-datanode-3")]
+    Decommission {
+        /// Datanode id, address, host or pod name.
+        datanode: String,
+    },
+    /// Puts a datanode in maintenance: it may go away for a while without
+    /// its replicas being copied (while enough others remain).
+    #[command(after_help = "Example: ozone admin datanode maintenance ozone-datanode-1")]
+    Maintenance {
+        /// Datanode id, address, host or pod name.
+        datanode: String,
+    },
+    /// Returns a datanode to service (ends decommission or maintenance).
+    #[command(after_help = "Example: ozone admin datanode recommission ozone-datanode-3")]
+    Recommission {
+        /// Datanode id, address, host or pod name.
+        datanode: String,
+    },
+    /// A datanode's health, operational state and the replicas still
+    /// depending on it.
+    #[command(after_help = "Example: ozone admin datanode status ozone-datanode-3")]
+    Status {
+        /// Datanode id, address, host or pod name.
+        datanode: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -571,29 +616,108 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
 }
 
 async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
+    use ozone_proto::OperationalState as Op;
     let client = cli.client()?;
     match cmd {
-        AdminCmd::Datanode {
-            cmd: DatanodeCmd::List,
-        } => {
-            println!(
-                "{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}",
-                "ID", "ADDRESS", "NODE", "STATE", "CAPACITY", "USED"
-            );
-            for d in client.list_datanodes().await? {
+        AdminCmd::Datanode { cmd } => match cmd {
+            DatanodeCmd::List => {
                 println!(
-                    "{:<36}  {:<21}  {:<12}  {:<8}  {:>10}  {:>10}",
+                    "{:<36}  {:<21}  {:<12}  {:<8}  {:<15}  {:>10}  {:>10}",
+                    "ID", "ADDRESS", "NODE", "STATE", "OPERATIONAL", "CAPACITY", "USED"
+                );
+                for d in client.list_datanodes().await? {
+                    println!(
+                        "{:<36}  {:<21}  {:<12}  {:<8}  {:<15}  {:>10}  {:>10}",
+                        d.id,
+                        d.address,
+                        d.node_name,
+                        state_name(d.state),
+                        op_name(d.operational_state),
+                        human(d.capacity),
+                        human(d.used)
+                    );
+                }
+            }
+            DatanodeCmd::Decommission { datanode }
+            | DatanodeCmd::Maintenance { datanode }
+            | DatanodeCmd::Recommission { datanode } => {
+                let state = match cmd {
+                    DatanodeCmd::Decommission { .. } => Op::Decommissioning,
+                    DatanodeCmd::Maintenance { .. } => Op::InMaintenance,
+                    _ => Op::InService,
+                };
+                let d = client.set_operational_state(datanode, state).await?;
+                println!(
+                    "{} ({}): {}",
                     d.id,
                     d.address,
-                    d.node_name,
-                    state_name(d.state),
-                    human(d.capacity),
-                    human(d.used)
+                    op_name(d.operational_state)
                 );
+            }
+            DatanodeCmd::Status { datanode } => {
+                let s = client.datanode_status(datanode).await?;
+                let d = s.datanode.unwrap_or_default();
+                println!("id:                 {}", d.id);
+                println!("address:            {}", d.address);
+                println!("node:               {}", d.node_name);
+                println!("health:             {}", state_name(d.state));
+                println!("operational state:  {}", op_name(d.operational_state));
+                println!("replicas:           {}", s.replicas);
+                println!("needed elsewhere:   {}", s.needed_elsewhere);
+                println!("copies in flight:   {}", s.copies_in_flight);
+            }
+        },
+        AdminCmd::Replication {
+            cmd: ReplicationCmd::Status { top },
+        } => {
+            let s = client.replication_status(*top).await?;
+            println!("blocks:             {}", s.blocks);
+            println!("healthy:            {}", s.healthy);
+            println!("under-replicated:   {}", s.under_replicated);
+            println!("over-replicated:    {}", s.over_replicated);
+            println!("mis-replicated:     {}", s.mis_replicated);
+            println!("missing:            {}", s.missing);
+            println!("copies in flight:   {}", s.copies_in_flight);
+            println!("copies done:        {}", s.copies_done);
+            println!("copies failed:      {}", s.copies_failed);
+            println!("bytes copied:       {}", human(s.bytes_copied));
+            println!(
+                "reports:            {}",
+                if s.reports_complete {
+                    "every live datanode reported"
+                } else {
+                    "waiting for datanode reports"
+                }
+            );
+            if s.last_pass_ms == 0 {
+                println!("last pass:          none yet");
+            }
+            if !s.top.is_empty() {
+                println!();
+                println!("{:<24}  {:>7}  {:<40}  PROBLEMS", "BLOCK", "HEALTHY", "KEY");
+                for h in &s.top {
+                    println!(
+                        "{:<24}  {:>7}  {:<40}  {}",
+                        h.block.map(|b| b.display()).unwrap_or_default(),
+                        format!("{}/{}", h.healthy, h.wanted),
+                        h.key,
+                        h.problems.join("; ")
+                    );
+                }
             }
         }
     }
     Ok(())
+}
+
+/// The operational state's name, as Ozone prints it.
+fn op_name(s: i32) -> &'static str {
+    match ozone_proto::OperationalState::try_from(s) {
+        Ok(ozone_proto::OperationalState::Decommissioning) => "DECOMMISSIONING",
+        Ok(ozone_proto::OperationalState::Decommissioned) => "DECOMMISSIONED",
+        Ok(ozone_proto::OperationalState::InMaintenance) => "IN_MAINTENANCE",
+        _ => "IN_SERVICE",
+    }
 }
 
 async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> anyhow::Result<()> {

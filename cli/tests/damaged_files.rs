@@ -137,23 +137,6 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
 }
 
 /// GET `path` from `addr`.
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).unwrap();
-    out
-}
-
-fn metric(addr: &str, name: &str) -> u64 {
-    http_get(addr, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
 /// 1% of one datanode's replicas flipped, truncated or deleted: its scanner
 /// finds every one, stops serving them and reports them to the OM, which
 /// lists those replicas last; verified reads stay bit-exact throughout.

@@ -363,6 +363,57 @@ impl Client {
         Ok(r.datanodes)
     }
 
+    /// Sets the operational state of the datanode known as `datanode` (id,
+    /// address, host or pod name): DECOMMISSIONING, IN_MAINTENANCE or
+    /// IN_SERVICE. Returns its details after the change.
+    pub async fn set_operational_state(
+        &self,
+        datanode: &str,
+        state: OperationalState,
+    ) -> Result<DatanodeDetails> {
+        let datanode = datanode.to_string();
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let datanode = datanode.clone();
+                async move {
+                    om.set_operational_state(SetOperationalStateRequest {
+                        datanode,
+                        state: state as i32,
+                    })
+                    .await
+                }
+            })
+            .await?;
+        r.datanode
+            .ok_or_else(|| ClientError::Rpc {
+                code: tonic::Code::Internal,
+                message: "the OM sent no datanode".into(),
+            })
+    }
+
+    /// A datanode's state and the replicas that still depend on it.
+    pub async fn datanode_status(&self, datanode: &str) -> Result<DatanodeStatusResponse> {
+        let datanode = datanode.to_string();
+        self.inner
+            .om
+            .call(|mut om| {
+                let datanode = datanode.clone();
+                async move { om.datanode_status(DatanodeStatusRequest { datanode }).await }
+            })
+            .await
+    }
+
+    /// The replication manager's last pass: counts by state and the `top`
+    /// blocks at most risk.
+    pub async fn replication_status(&self, top: u32) -> Result<ReplicationStatusResponse> {
+        self.inner
+            .om
+            .call(|mut om| async move { om.replication_status(ReplicationStatusRequest { top }).await })
+            .await
+    }
+
     /// Starts writing a key (replacing any key of that name on close).
     pub async fn create_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyWriter> {
         KeyWriter::open(self.inner.clone(), volume, bucket, name, false).await

@@ -38,6 +38,10 @@ pub struct DatanodeConfig {
     pub block_token_secret: Option<Vec<u8>>,
     /// Background scan of the replicas (off when `None`).
     pub scan: Option<crate::scanner::ScanConfig>,
+    /// Replica copies asked by the OM.
+    pub replication: crate::replication::ReplicationConfig,
+    /// Period of the full replica report.
+    pub full_report_interval: Duration,
 }
 
 impl DatanodeConfig {
@@ -71,6 +75,11 @@ impl DatanodeConfig {
                     })
                 })
                 .transpose()?,
+            replication: crate::replication::ReplicationConfig {
+                streams: conf.value(&keys::REPLICATION_STREAMS)?.clamp(1, 1024) as usize,
+                bytes_per_sec: conf.value(&keys::REPLICATION_BYTES_PER_SECOND)?.0,
+            },
+            full_report_interval: conf.value(&keys::CONTAINER_REPORT_INTERVAL)?,
         })
     }
 }

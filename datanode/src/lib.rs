@@ -1,11 +1,13 @@
 //! The Ozone datanode: block storage with window checksums, the gRPC
-//! service over it, and registration with the OM.
+//! service over it, replica copies between datanodes, and registration
+//! (with replica reports) with the OM.
 
 pub mod block_key;
 pub mod cmd;
 pub mod config;
 pub mod metrics;
 pub mod prepare;
+pub mod replication;
 pub mod scanner;
 pub mod server;
 pub mod service;

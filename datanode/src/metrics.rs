@@ -51,6 +51,14 @@ pub struct Metrics {
     pub scan_blocks: Counter,
     /// Corrupt replicas found by the scanner.
     pub scan_corrupt: Counter,
+    /// Replicas copied here from another datanode.
+    pub replications_done: Counter,
+    /// Copies that failed (every source tried).
+    pub replications_failed: Counter,
+    /// Bytes copied here from other datanodes.
+    pub replication_bytes: Counter,
+    /// Copies running now.
+    pub replications_in_flight: Gauge,
 }
 
 impl Metrics {
@@ -72,6 +80,26 @@ impl Metrics {
             "scanner_corrupt_replicas",
             "Corrupt replicas found (and no longer served) by the scanner",
             self.scan_corrupt.clone(),
+        );
+        r.register(
+            "replications",
+            "Replicas copied here from another datanode (verified on arrival)",
+            self.replications_done.clone(),
+        );
+        r.register(
+            "replication_failures",
+            "Replica copies that failed from every source",
+            self.replications_failed.clone(),
+        );
+        r.register(
+            "replication_bytes",
+            "Bytes copied here from other datanodes",
+            self.replication_bytes.clone(),
+        );
+        r.register(
+            "replications_in_flight",
+            "Replica copies running now",
+            self.replications_in_flight.clone(),
         );
         r.register(
             "errors",

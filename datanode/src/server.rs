@@ -151,7 +151,14 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         .saturating_sub(64 << 10)
         .max(1 << 20);
     let scan_metrics = metrics.clone();
-    let svc = DatanodeService::new(store.clone(), metrics, cfg.verify_writes, max_read, tokens);
+    let svc = DatanodeService::new(
+        store.clone(),
+        metrics,
+        cfg.verify_writes,
+        max_read,
+        tokens,
+        cfg.replication,
+    );
     let dn = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
@@ -183,7 +190,7 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         OzoneManagerClient::new(om),
         details,
         store.clone(),
-        cfg.heartbeat_interval,
+        (cfg.heartbeat_interval, cfg.full_report_interval),
         ready,
         rx,
     )));
@@ -200,15 +207,19 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     ))
 }
 
+/// Registers, then heartbeats with replica reports: a full one after each
+/// registration and every `full_every`, the changes since in between. A
+/// report the OM did not take is sent again.
 async fn heartbeat_loop(
     mut om: OzoneManagerClient<tonic::transport::Channel>,
     mut details: DatanodeDetails,
     store: Arc<BlockStore>,
-    interval: Duration,
+    (interval, full_every): (Duration, Duration),
     ready: Arc<AtomicBool>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut registered = false;
+    let mut last_full: Option<tokio::time::Instant> = None;
     loop {
         details.capacity = store.capacity_bytes();
         details.used = store.used_bytes();
@@ -221,23 +232,51 @@ async fn heartbeat_loop(
             {
                 Ok(_) => {
                     registered = true;
+                    last_full = None;
                     ready.store(true, Ordering::Release);
                     tracing::info!(om_address = ?details.address, "registered with the OM");
                 }
                 Err(e) => tracing::warn!("register with the OM failed: {}", e.message()),
             }
         } else {
+            let full = last_full.is_none_or(|t| t.elapsed() >= full_every);
+            let report = if full {
+                let s = store.clone();
+                match tokio::task::spawn_blocking(move || s.full_report()).await {
+                    Ok(Ok(r)) => Some(r),
+                    Ok(Err(e)) => {
+                        tracing::warn!("listing replicas for the report failed: {e}");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            } else {
+                Some(store.reports().take())
+            };
+            let sent_full = report.as_ref().is_some_and(|r| r.full);
             match om
                 .heartbeat(HeartbeatRequest {
                     id: details.id.clone(),
                     capacity: details.capacity,
                     used: details.used,
+                    report: report.clone(),
                 })
                 .await
             {
                 Ok(r) if r.get_ref().reregister => registered = false,
-                Ok(_) => {}
-                Err(e) => tracing::warn!("heartbeat failed: {}", e.message()),
+                Ok(_) => {
+                    if sent_full {
+                        last_full = Some(tokio::time::Instant::now());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("heartbeat failed: {}", e.message());
+                    // An incremental report is sent again; a full one is
+                    // made again (the changes were folded into it).
+                    if let Some(r) = report.filter(|r| !r.full) {
+                        store.reports().put_back(r);
+                    }
+                }
             }
         }
         let delay = if registered {

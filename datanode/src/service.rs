@@ -40,6 +40,7 @@ pub struct DatanodeService {
     verify_writes: bool,
     max_read: u64,
     tokens: Option<TokenSigner>,
+    replicator: Arc<crate::replication::Replicator>,
 }
 
 impl DatanodeService {
@@ -51,13 +52,21 @@ impl DatanodeService {
         verify_writes: bool,
         max_read: u64,
         tokens: Option<TokenSigner>,
+        replication: crate::replication::ReplicationConfig,
     ) -> Self {
+        let replicator = Arc::new(crate::replication::Replicator::new(
+            store.clone(),
+            metrics.clone(),
+            replication,
+            max_read,
+        ));
         Self {
             store,
             metrics,
             verify_writes,
             max_read,
             tokens,
+            replicator,
         }
     }
 
@@ -275,5 +284,25 @@ impl Datanode for DatanodeService {
             .inc_by(self.store.slots().invalidated_total() - before);
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
         Ok(Response::new(DeleteBlocksResponse { deleted }))
+    }
+
+    async fn replicate_block(
+        &self,
+        req: Request<ReplicateBlockRequest>,
+    ) -> Result<Response<ReplicateBlockResponse>, Status> {
+        self.count("ReplicateBlock");
+        let (copied, source) = self
+            .replicator
+            .replicate(req.into_inner())
+            .await
+            .inspect_err(|_| {
+                self.metrics
+                    .errors
+                    .get_or_create(&OpLabel {
+                        op: "ReplicateBlock",
+                    })
+                    .inc();
+            })?;
+        Ok(Response::new(ReplicateBlockResponse { copied, source }))
     }
 }

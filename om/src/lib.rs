@@ -1,6 +1,8 @@
 //! The Ozone Manager: volumes, buckets and keys; block allocation and
-//! replica placement; the datanode registry; block deletion.
+//! replica placement; the datanode registry; replica reports and the
+//! replication manager; block deletion.
 
+pub mod block_rows;
 pub mod cmd;
 pub mod deletion;
 pub mod fs;
@@ -8,6 +10,8 @@ pub mod group_commit;
 pub mod metrics;
 pub mod placement;
 pub mod registry;
+pub mod replica_map;
+pub mod replication;
 pub mod server;
 pub mod service;
 pub mod store;

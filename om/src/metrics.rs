@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Label of per-method counters.
@@ -27,6 +28,24 @@ pub struct Metrics {
     pub bad_replicas_reported: Counter,
     /// Block replicas deleted on datanodes.
     pub replicas_deleted: Counter,
+    /// Blocks with too few healthy replicas (last pass).
+    pub under_replicated: Gauge,
+    /// Blocks with too many replicas (last pass).
+    pub over_replicated: Gauge,
+    /// Blocks with two replicas on one node (last pass).
+    pub mis_replicated: Gauge,
+    /// Blocks with no healthy replica (last pass).
+    pub missing: Gauge,
+    /// Replica copies in flight.
+    pub copies_in_flight: Gauge,
+    /// Replica copies done.
+    pub copies_done: Counter,
+    /// Replica copies that failed.
+    pub copies_failed: Counter,
+    /// Bytes copied between datanodes.
+    pub bytes_copied: Counter,
+    /// Passes of the replication manager.
+    pub replication_passes: Counter,
 }
 
 impl Metrics {
@@ -55,5 +74,24 @@ impl Metrics {
             "Block replicas deleted on datanodes",
             self.replicas_deleted.clone(),
         );
+        let gauges = [
+            ("under_replicated_blocks", "Blocks with too few healthy replicas", &self.under_replicated),
+            ("over_replicated_blocks", "Blocks with more replicas than their replication", &self.over_replicated),
+            ("mis_replicated_blocks", "Blocks with two replicas on one node", &self.mis_replicated),
+            ("missing_blocks", "Blocks with no healthy replica left", &self.missing),
+            ("replication_copies_in_flight", "Replica copies in flight", &self.copies_in_flight),
+        ];
+        for (name, help, g) in gauges {
+            r.register(name, help, g.clone());
+        }
+        let counters = [
+            ("replication_copies", "Replica copies done", &self.copies_done),
+            ("replication_copy_failures", "Replica copies that failed", &self.copies_failed),
+            ("replication_copied_bytes", "Bytes copied between datanodes", &self.bytes_copied),
+            ("replication_passes", "Passes of the replication manager", &self.replication_passes),
+        ];
+        for (name, help, c) in counters {
+            r.register(name, help, c.clone());
+        }
     }
 }

@@ -1,17 +1,20 @@
 //! Datanode liveness: the last heartbeat of each datanode, and the
-//! HEALTHY / STALE / DEAD state derived from it.
+//! HEALTHY / STALE / DEAD state derived from it; and each datanode's
+//! operational state (in service, decommissioning, in maintenance), which
+//! outlives its registration and is persisted by the caller.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ozone_proto::{DatanodeDetails, NodeState};
+use ozone_proto::{DatanodeDetails, NodeState, OperationalState};
 
 use crate::placement::Candidate;
 
 /// In-memory view of registered datanodes.
 pub struct Registry {
     nodes: Mutex<HashMap<String, (DatanodeDetails, Instant)>>,
+    operational: Mutex<HashMap<String, OperationalState>>,
     stale_after: Duration,
     dead_after: Duration,
     started: Instant,
@@ -22,6 +25,7 @@ impl Registry {
     pub fn new(stale_after: Duration, dead_after: Duration) -> Self {
         Self {
             nodes: Mutex::new(HashMap::new()),
+            operational: Mutex::new(HashMap::new()),
             stale_after,
             dead_after: dead_after.max(stale_after),
             started: Instant::now(),
@@ -34,6 +38,52 @@ impl Registry {
     pub fn warming_up(&self) -> Option<Duration> {
         let age = self.started.elapsed();
         (age < self.stale_after).then_some(age)
+    }
+
+    /// The operational state of `id` (in service unless set).
+    pub fn operational(&self, id: &str) -> OperationalState {
+        self.operational
+            .lock()
+            .expect("lock")
+            .get(id)
+            .copied()
+            .unwrap_or(OperationalState::InService)
+    }
+
+    /// Sets the operational state of `id`.
+    pub fn set_operational(&self, id: &str, state: OperationalState) {
+        self.operational
+            .lock()
+            .expect("lock")
+            .insert(id.to_string(), state);
+    }
+
+    /// The datanode a user means by `name`: its id, address, host, or the
+    /// first label of its host (a pod name), among `known`.
+    pub fn resolve<'a>(known: &'a [DatanodeDetails], name: &str) -> Option<&'a DatanodeDetails> {
+        let host = |d: &DatanodeDetails| d.address.rsplit_once(':').map_or("", |(h, _)| h).to_string();
+        let exact = known
+            .iter()
+            .find(|d| d.id == name || d.address == name || host(d) == name);
+        exact.or_else(|| {
+            let mut by_label = known
+                .iter()
+                .filter(|d| host(d).split('.').next() == Some(name));
+            match (by_label.next(), by_label.next()) {
+                (Some(d), None) => Some(d),
+                _ => None,
+            }
+        })
+    }
+
+    /// How long ago this registry (the OM) started.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Silence after which a datanode is dead.
+    pub fn dead_after(&self) -> Duration {
+        self.dead_after
     }
 
     /// Records a registration (a heartbeat too).
@@ -79,6 +129,7 @@ impl Registry {
     fn with_state(&self, dn: &DatanodeDetails, at: Instant) -> DatanodeDetails {
         let mut d = dn.clone();
         d.state = self.state(at) as i32;
+        d.operational_state = self.operational(&dn.id) as i32;
         let age = at.elapsed().as_millis() as u64;
         d.last_heartbeat_ms = ozone_common::now_ms().saturating_sub(age);
         d
@@ -95,12 +146,15 @@ impl Registry {
         v
     }
 
-    /// Healthy datanodes as placement candidates.
+    /// Healthy datanodes in service, as placement candidates.
     pub fn healthy(&self) -> Vec<Candidate> {
         let nodes = self.nodes.lock().expect("lock");
         nodes
             .values()
-            .filter(|(_, at)| self.state(*at) == NodeState::Healthy)
+            .filter(|(dn, at)| {
+                self.state(*at) == NodeState::Healthy
+                    && self.operational(&dn.id) == OperationalState::InService
+            })
             .map(|(dn, _)| Candidate {
                 id: dn.id.clone(),
                 node_name: dn.node_name.clone(),

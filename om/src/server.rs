@@ -41,6 +41,8 @@ pub struct OmConfig {
     pub block_token_secret: Option<Vec<u8>>,
     /// Lifetime of issued block tokens.
     pub block_token_expiry: Duration,
+    /// The replication manager's settings.
+    pub replication: crate::replication::ReplicationConfig,
 }
 
 impl OmConfig {
@@ -58,6 +60,15 @@ impl OmConfig {
             max_message_size: conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize,
             block_token_secret: conf.block_token_secret()?,
             block_token_expiry: conf.value(&keys::BLOCK_TOKEN_EXPIRY)?,
+            replication: crate::replication::ReplicationConfig {
+                interval: conf.value(&keys::REPLICATION_INTERVAL)?,
+                limit: conf.value(&keys::REPLICATION_LIMIT)?.max(1) as usize,
+                timeout: conf.value(&keys::REPLICATION_TIMEOUT)?,
+                maintenance_minimum: conf.value(&keys::MAINTENANCE_REPLICA_MINIMUM)?.clamp(1, 3)
+                    as u32,
+                // Reports go with heartbeats: a few of them.
+                report_grace: conf.value(&keys::STALE_NODE_INTERVAL)?,
+            },
         })
     }
 }
@@ -98,6 +109,19 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         .map_err(|e| OmError::Meta(e.to_string()))??;
     let store = Arc::new(store);
     let registry = Arc::new(Registry::new(cfg.stale_after, cfg.dead_after));
+    {
+        let s = store.clone();
+        let known = tokio::task::spawn_blocking(move || s.datanodes())
+            .await
+            .map_err(|e| OmError::Meta(e.to_string()))??;
+        for d in known {
+            if let Ok(op) = ozone_proto::OperationalState::try_from(d.operational_state)
+                && op != ozone_proto::OperationalState::Unspecified
+            {
+                registry.set_operational(&d.id, op);
+            }
+        }
+    }
     let metrics = Arc::new(Metrics::default());
     let mut prom = PromRegistry::default();
     metrics.register(&mut prom);
@@ -112,27 +136,40 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     )
     .await?;
     let (grpc_addr, http_addr) = (ports.grpc_addr, ports.http_addr);
+    let tokens = match &cfg.block_token_secret {
+        Some(s) => Some((
+            ozone_common::token::TokenSigner::new(s)
+                .map_err(|e| StartError::Invalid(e.to_string()))?,
+            cfg.block_token_expiry,
+        )),
+        None => None,
+    };
+    let replicas = Arc::new(crate::replica_map::ReplicaMap::default());
+    let replication = Arc::new(crate::replication::ReplicationManager::new(
+        store.clone(),
+        registry.clone(),
+        replicas.clone(),
+        metrics.clone(),
+        cfg.replication,
+        tokens.clone(),
+    ));
     let svc = OmService::new(
         store.clone(),
         registry.clone(),
         metrics.clone(),
         OmSettings {
             block_size: cfg.block_size,
-            tokens: match &cfg.block_token_secret {
-                Some(s) => Some((
-                    ozone_common::token::TokenSigner::new(s)
-                        .map_err(|e| StartError::Invalid(e.to_string()))?,
-                    cfg.block_token_expiry,
-                )),
-                None => None,
-            },
+            tokens,
         },
+        replicas,
+        replication.clone(),
     );
     let (shutdown, rx) = watch::channel(false);
     let om = OzoneManagerServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
     let grpc = server::spawn_tcp("OM", server::grpc().add_service(om), ports.grpc, rx.clone());
+    let replicator = tokio::spawn(replication.run(rx.clone()));
     let deleter = tokio::spawn(crate::deletion::run(
         store,
         registry,
@@ -148,6 +185,6 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
             http_addr,
         },
         shutdown,
-        vec![grpc, deleter],
+        vec![grpc, deleter, replicator],
     ))
 }

@@ -12,6 +12,8 @@ use tonic::{Request, Response, Status};
 use crate::metrics::{Metrics, OpLabel};
 use crate::placement;
 use crate::registry::Registry;
+use crate::replica_map::ReplicaMap;
+use crate::replication::ReplicationManager;
 use crate::store::{OmError, OmStore};
 
 impl From<OmError> for Status {
@@ -44,6 +46,8 @@ pub struct OmService {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     settings: OmSettings,
+    replicas: Arc<ReplicaMap>,
+    replication: Arc<ReplicationManager>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> Status {
@@ -65,13 +69,37 @@ impl OmService {
         registry: Arc<Registry>,
         metrics: Arc<Metrics>,
         settings: OmSettings,
+        replicas: Arc<ReplicaMap>,
+        replication: Arc<ReplicationManager>,
     ) -> Self {
         Self {
             store,
             registry,
             metrics,
             settings,
+            replicas,
+            replication,
         }
+    }
+
+    /// The datanode `name` means (id, address, host or pod name), among
+    /// every datanode ever registered.
+    async fn find_datanode(&self, name: &str) -> Result<DatanodeDetails, Status> {
+        let stored = self.run("ListDatanodes", |s| s.datanodes()).await?;
+        let mut known = self.registry.all();
+        for d in stored {
+            if !known.iter().any(|x| x.id == d.id) {
+                let op = self.registry.operational(&d.id) as i32;
+                known.push(DatanodeDetails {
+                    state: NodeState::Dead as i32,
+                    operational_state: op,
+                    ..d
+                });
+            }
+        }
+        Registry::resolve(&known, name)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("no datanode is known as {name:?}")))
     }
 
     async fn run<T: Send + 'static>(
@@ -472,11 +500,14 @@ impl OzoneManager for OmService {
         }
         let stored = DatanodeDetails {
             state: NodeState::Unspecified as i32,
+            operational_state: self.registry.operational(&dn.id) as i32,
             ..dn.clone()
         };
         self.run("RegisterDatanode", move |s| s.put_datanode(&stored))
             .await?;
         tracing::info!(id = %dn.id, address = %dn.address, node = %dn.node_name, "datanode registered");
+        // What it holds is known again from its next full report.
+        self.replicas.forget(&dn.id);
         self.registry.register(dn);
         Ok(Response::new(RegisterDatanodeResponse {}))
     }
@@ -491,6 +522,9 @@ impl OzoneManager for OmService {
             .get_or_create(&OpLabel { op: "Heartbeat" })
             .inc();
         let known = self.registry.heartbeat(&r.id, r.capacity, r.used);
+        if known && let Some(report) = &r.report {
+            self.replicas.apply(&r.id, report);
+        }
         Ok(Response::new(HeartbeatResponse { reregister: !known }))
     }
 
@@ -502,13 +536,75 @@ impl OzoneManager for OmService {
         let mut datanodes = self.registry.all();
         for d in stored {
             if !datanodes.iter().any(|x| x.id == d.id) {
+                let op = self.registry.operational(&d.id) as i32;
                 datanodes.push(DatanodeDetails {
                     state: NodeState::Dead as i32,
+                    operational_state: op,
                     ..d
                 });
             }
         }
         Ok(Response::new(ListDatanodesResponse { datanodes }))
+    }
+
+    async fn set_operational_state(
+        &self,
+        req: Request<SetOperationalStateRequest>,
+    ) -> Result<Response<SetOperationalStateResponse>, Status> {
+        let r = req.into_inner();
+        let state = match OperationalState::try_from(r.state) {
+            Ok(
+                s @ (OperationalState::Decommissioning
+                | OperationalState::InMaintenance
+                | OperationalState::InService),
+            ) => s,
+            _ => {
+                return Err(invalid(
+                    "the state must be DECOMMISSIONING, IN_MAINTENANCE or IN_SERVICE",
+                ));
+            }
+        };
+        let dn = self.find_datanode(&r.datanode).await?;
+        let current = self.registry.operational(&dn.id);
+        // Decommissioning a decommissioned datanode changes nothing.
+        if !(state == OperationalState::Decommissioning
+            && current == OperationalState::Decommissioned)
+        {
+            self.replication.set_operational(&dn.id, state).await?;
+        }
+        tracing::info!(datanode = %dn.id, address = %dn.address, from = ?current, to = ?self.registry.operational(&dn.id), "operational state set");
+        let datanode = DatanodeDetails {
+            operational_state: self.registry.operational(&dn.id) as i32,
+            ..dn
+        };
+        Ok(Response::new(SetOperationalStateResponse {
+            datanode: Some(datanode),
+        }))
+    }
+
+    async fn datanode_status(
+        &self,
+        req: Request<DatanodeStatusRequest>,
+    ) -> Result<Response<DatanodeStatusResponse>, Status> {
+        let dn = self.find_datanode(&req.into_inner().datanode).await?;
+        let (replicas, needed_elsewhere, copies_in_flight) = self.replication.node_status(&dn.id);
+        Ok(Response::new(DatanodeStatusResponse {
+            datanode: Some(dn),
+            replicas,
+            needed_elsewhere,
+            copies_in_flight,
+        }))
+    }
+
+    async fn replication_status(
+        &self,
+        req: Request<ReplicationStatusRequest>,
+    ) -> Result<Response<ReplicationStatusResponse>, Status> {
+        let top = match req.into_inner().top {
+            0 => 10,
+            n => n as usize,
+        };
+        Ok(Response::new(self.replication.status(top)))
     }
 
     async fn report_bad_replica(

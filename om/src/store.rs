@@ -14,14 +14,14 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
 pub(crate) const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
-const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
+pub(crate) const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
 pub(crate) const OPEN_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("open_keys");
-const DATANODES: TableDefinition<&str, &[u8]> = TableDefinition::new("datanodes");
+pub(crate) const DATANODES: TableDefinition<&str, &[u8]> = TableDefinition::new("datanodes");
 const CONTAINERS: TableDefinition<&str, u64> = TableDefinition::new("pipeline_containers");
-const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-const PENDING_DELETES: TableDefinition<(&str, u64, u64), u8> =
+pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+pub(crate) const PENDING_DELETES: TableDefinition<(&str, u64, u64), u8> =
     TableDefinition::new("pending_deletes");
-const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> = TableDefinition::new("bad_replicas");
+pub(crate) const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> = TableDefinition::new("bad_replicas");
 
 /// Errors of OM operations, mapped to gRPC codes by the service.
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +64,7 @@ pub fn replica_ids(b: &KeyBlock) -> Vec<String> {
     b.replicas.iter().map(|r| r.id.clone()).collect()
 }
 
-fn id_only(id: &str) -> DatanodeDetails {
+pub(crate) fn id_only(id: &str) -> DatanodeDetails {
     DatanodeDetails {
         id: id.to_string(),
         ..Default::default()

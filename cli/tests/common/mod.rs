@@ -93,3 +93,32 @@ pub fn index_of(c: &LocalCluster, n: usize, id: &str) -> usize {
         .find(|&i| c.datanode_id(i).as_deref() == Some(id))
         .expect("datanode index")
 }
+
+/// The body (with headers) of an HTTP GET of `path` at `addr`.
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The sum of the samples of metric `name` at `addr`.
+pub fn metric(addr: &str, name: &str) -> u64 {
+    http_get(addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Settings that make datanode loss and repair quick to see: heartbeats
+/// every 300 ms, stale after 2 s, dead after 5 s, a replication pass every
+/// second.
+pub const FAST_REPAIR: &[&str] = &[
+    "hdds.heartbeat.interval=300ms",
+    "ozone.scm.stale.node.interval=2s",
+    "ozone.scm.dead.node.interval=5s",
+    "hdds.scm.replication.thread.interval=1s",
+];

@@ -191,6 +191,20 @@ keys! {
     SCRUB_INTERVAL: Duration = "hdds.container.scrub.data.scan.interval", Some("7d"), [Datanode];
     /// Datanode: scan rate, bytes per second (gentle by default).
     SCRUB_BYTES_PER_SECOND: Bytes = "hdds.container.scrub.volume.bytes.per.second", Some("5MB"), [Datanode];
+    /// Datanode: replica copies (asked by the OM's replication manager) running at once.
+    REPLICATION_STREAMS: u64 = "hdds.datanode.replication.streams.limit", Some("10"), [Datanode];
+    /// Datanode: bytes per second received by replica copies, all together (0: unpaced).
+    REPLICATION_BYTES_PER_SECOND: Bytes = "hdds.datanode.replication.bytes.per.second", Some("50MB"), [Datanode];
+    /// Datanode: period of the full replica report (changes go with every heartbeat).
+    CONTAINER_REPORT_INTERVAL: Duration = "hdds.container.report.interval", Some("10m"), [Datanode];
+    /// OM: period of the replication manager's pass over every block.
+    REPLICATION_INTERVAL: Duration = "hdds.scm.replication.thread.interval", Some("10s"), [Om];
+    /// OM: replica copies in flight per datanode (as source or target).
+    REPLICATION_LIMIT: u64 = "hdds.scm.replication.datanode.replication.limit", Some("20"), [Om];
+    /// OM: a copy not finished after this long is given up and may be asked again.
+    REPLICATION_TIMEOUT: Duration = "hdds.scm.replication.event.timeout", Some("10m"), [Om];
+    /// OM: healthy replicas a block keeps while one of its datanodes is in maintenance.
+    MAINTENANCE_REPLICA_MINIMUM: u64 = "hdds.scm.replication.maintenance.replica.minimum", Some("2"), [Om];
     /// Datanode data directories (also `--data-dir`).
     DATA_DIRS: Paths = "hdds.datanode.dir", None, [Datanode];
     /// Datanode metadata directory (also `--metadata-dir`).

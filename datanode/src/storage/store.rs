@@ -20,6 +20,7 @@ use ozone_proto::{BlockData, BlockId, ChecksumData, ChunkInfo};
 use super::error::{StorageError, io_err};
 use super::layout::Layout;
 use super::meta::MetaTable;
+use super::report::ReportLog;
 use crate::block_key::{BlockKey, key_of};
 use crate::slots::SlotRegistry;
 
@@ -65,6 +66,20 @@ pub struct BlockStore {
     corrupt: Mutex<HashMap<BlockKey, String>>,
     used: AtomicU64,
     slots: Arc<SlotRegistry>,
+    reports: ReportLog,
+}
+
+/// What this datanode holds of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalReplica {
+    /// Nothing.
+    Absent,
+    /// A committed replica, served.
+    Committed,
+    /// A committed replica a scan found damaged (not served).
+    Quarantined,
+    /// An uncommitted block (being written, synced, or a partial copy).
+    Uncommitted,
 }
 
 /// What a scan of one replica found.
@@ -89,6 +104,7 @@ impl BlockStore {
             corrupt: Mutex::new(HashMap::new()),
             used: AtomicU64::new(0),
             slots: Arc::new(SlotRegistry::new()),
+            reports: ReportLog::default(),
         };
         let mut used = 0;
         store.meta.for_each(|b| used += b.size)?;
@@ -104,8 +120,54 @@ impl BlockStore {
     /// Every committed block id.
     pub fn list_committed(&self) -> Result<Vec<BlockId>, StorageError> {
         let mut out = Vec::new();
-        self.meta.for_each(|b| out.extend(b.id))?;
+        self.meta.for_each(|b| {
+            if b.committed {
+                out.extend(b.id)
+            }
+        })?;
         Ok(out)
+    }
+
+    /// The changes since the last replica report.
+    pub fn reports(&self) -> &ReportLog {
+        &self.reports
+    }
+
+    /// A full replica report: every committed replica, the damaged ones
+    /// apart. Pending incremental changes are dropped (this replaces them).
+    pub fn full_report(&self) -> Result<ozone_proto::ReplicaReport, StorageError> {
+        self.reports.clear();
+        let damaged: std::collections::HashSet<BlockKey> =
+            self.corrupt.lock().expect("lock").keys().copied().collect();
+        let mut report = ozone_proto::ReplicaReport {
+            full: true,
+            ..Default::default()
+        };
+        for id in self.list_committed()? {
+            if damaged.contains(&key_of(&id)) {
+                report.damaged.push(id);
+            } else {
+                report.replicas.push(id);
+            }
+        }
+        Ok(report)
+    }
+
+    /// What this datanode holds of `id`.
+    pub fn local_replica(&self, id: &BlockId) -> Result<LocalReplica, StorageError> {
+        let key = key_of(id);
+        if self.corrupt.lock().expect("lock").contains_key(&key) {
+            return Ok(LocalReplica::Quarantined);
+        }
+        if self.open.lock().expect("lock").contains_key(&key) {
+            return Ok(LocalReplica::Uncommitted);
+        }
+        Ok(match self.meta.get(key)? {
+            Some(row) if row.committed => LocalReplica::Committed,
+            Some(_) => LocalReplica::Uncommitted,
+            None if self.block_path(id).exists() => LocalReplica::Uncommitted,
+            None => LocalReplica::Absent,
+        })
     }
 
     /// Bytes held by committed blocks.
@@ -291,6 +353,7 @@ impl BlockStore {
             file,
         });
         self.committed.write().expect("lock").insert(key, committed);
+        self.reports.added(*id);
         Ok(block.size)
     }
 
@@ -472,6 +535,7 @@ impl BlockStore {
             .insert(key, why.to_string());
         self.committed.write().expect("lock").remove(&key);
         self.slots.invalidate(&[key]);
+        self.reports.damaged(*id);
     }
 
     /// Whether a scan found this replica damaged.
@@ -582,6 +646,7 @@ impl BlockStore {
             }
             out.push(*id);
         }
+        self.reports.removed(&out);
         Ok(out)
     }
 }

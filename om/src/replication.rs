@@ -1,0 +1,944 @@
+//! The replication manager: a background pass over every committed block
+//! that compares the replicas its key lists with what the datanodes report
+//! and their health, then
+//!
+//! - asks a datanode to copy a verified replica from a healthy one when a
+//!   block has fewer healthy replicas than its replication (a dead
+//!   datanode, a damaged or missing replica, a decommissioning datanode),
+//!   the blocks with fewest healthy replicas first, at most `limit` copies
+//!   in flight per datanode; a damaged or missing replica on a live
+//!   datanode is replaced where it is, otherwise the target is a healthy
+//!   in-service datanode on a node holding no replica of the block (chosen
+//!   by a hash of the block, so a restarted OM asks the same datanode);
+//! - adopts a copy once its datanode reports it, and drops lost, damaged
+//!   and excess replicas from the key (queued for deletion) once the block
+//!   has enough healthy ones;
+//! - deletes replicas no key knows (orphans) and marks a decommissioning
+//!   datanode DECOMMISSIONED when no block needs its replicas any more.
+//!
+//! Nothing of a pass is kept but the keys' replica lists: after a restart
+//! the OM learns what exists from the datanodes' full reports, and a copy
+//! that finished meanwhile is adopted, not made again.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ozone_proto::datanode_client::DatanodeClient;
+use ozone_proto::{
+    BlockHealth, BlockId, NodeState, OperationalState, ReplicateBlockRequest,
+    ReplicationStatusResponse,
+};
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::block_rows::{BlockSnapshot, RowRef};
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::replica_map::{BlockKey, Held, ReplicaMap};
+use crate::store::OmStore;
+
+/// Replication manager settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicationConfig {
+    /// Pause between passes.
+    pub interval: Duration,
+    /// Copies in flight per datanode (as target or first source).
+    pub limit: usize,
+    /// A copy not answered after this long is given up.
+    pub timeout: Duration,
+    /// Healthy replicas a block keeps while one of its datanodes is in
+    /// maintenance.
+    pub maintenance_minimum: u32,
+    /// A replica a datanode does not report is missing only once its key is
+    /// older than this (reports trail commits by a heartbeat).
+    pub report_grace: Duration,
+}
+
+/// What the pass knows of a datanode.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    /// gRPC address.
+    pub address: String,
+    /// Node it runs on.
+    pub node_name: String,
+    /// Health from heartbeats.
+    pub health: NodeState,
+    /// Operational state.
+    pub op: OperationalState,
+}
+
+impl NodeView {
+    fn usable(&self) -> bool {
+        self.health == NodeState::Healthy && self.op == OperationalState::InService
+    }
+}
+
+/// A copy the pass wants made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copy {
+    /// The block.
+    pub id: BlockId,
+    /// Its length.
+    pub size: u64,
+    /// Datanode to hold the new replica.
+    pub target: String,
+    /// Datanodes with a healthy replica, best first.
+    pub sources: Vec<String>,
+    /// Healthy replicas now (fewest first).
+    pub healthy: usize,
+    /// Whether the target replaces its own damaged or missing replica.
+    pub in_place: bool,
+}
+
+/// A change of one block's replica list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowUpdate {
+    /// Where the list is stored.
+    pub row: RowRef,
+    /// The block.
+    pub id: BlockId,
+    /// The list the pass saw.
+    pub expected: Vec<String>,
+    /// The new list.
+    pub new: Vec<String>,
+    /// Datanodes whose replica is to be deleted.
+    pub delete_on: Vec<String>,
+}
+
+/// Everything one pass decided.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Copies to start, most urgent first.
+    pub copies: Vec<Copy>,
+    /// Replica lists to change.
+    pub updates: Vec<RowUpdate>,
+    /// Replicas no key knows, per datanode.
+    pub orphans: HashMap<String, Vec<BlockKey>>,
+    /// Decommissioning datanodes with no replica still needed.
+    pub decommissioned: Vec<String>,
+    /// Replicas the OM lists per datanode, and how many of them are needed
+    /// because the block lacks healthy replicas elsewhere.
+    pub per_node: HashMap<String, (u64, u64)>,
+    /// Blocks with too few healthy replicas.
+    pub short: HashSet<BlockKey>,
+    /// Counts and the blocks at most risk.
+    pub status: ReplicationStatusResponse,
+}
+
+/// A copy asked of a datanode.
+#[derive(Debug, Clone)]
+struct InFlight {
+    target: String,
+    source: String,
+    started: Instant,
+}
+
+fn key(id: &BlockId) -> BlockKey {
+    (id.container_id, id.local_id)
+}
+
+/// Rendezvous order of datanodes for a block: stable across passes and
+/// restarts, spread across blocks.
+fn rank(k: BlockKey, dn: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    k.hash(&mut h);
+    dn.hash(&mut h);
+    h.finish()
+}
+
+const TOP: usize = 50;
+
+/// Decides one pass: pure, no I/O. `in_flight` maps blocks with a copy
+/// under way to its target; `busy` counts copies per datanode.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    snap: &BlockSnapshot,
+    nodes: &HashMap<String, NodeView>,
+    reports: &HashMap<String, Held>,
+    bad: &HashSet<(u64, u64, String)>,
+    in_flight: &HashMap<BlockKey, String>,
+    busy: &mut HashMap<String, usize>,
+    cfg: &ReplicationConfig,
+    now_ms: u64,
+    unknown_is_dead: bool,
+) -> Plan {
+    let mut plan = Plan::default();
+    let mut at_risk: Vec<BlockHealth> = Vec::new();
+    let grace = cfg.report_grace.as_millis() as u64;
+    for b in &snap.blocks {
+        let k = key(&b.id);
+        let wanted = b.replication as usize;
+        let old_enough = now_ms.saturating_sub(b.committed_ms) > grace;
+        // Replicas by what they are worth.
+        let mut good: Vec<&str> = Vec::new();
+        let mut unknown: Vec<&str> = Vec::new();
+        let mut maint_live: Vec<&str> = Vec::new();
+        let mut maint_away: Vec<&str> = Vec::new();
+        let mut leaving: Vec<&str> = Vec::new();
+        let mut repair_here: Vec<&str> = Vec::new();
+        let mut problems: Vec<String> = Vec::new();
+        let mut lost: Vec<&str> = Vec::new();
+        for dn in &b.replicas {
+            let dn = dn.as_str();
+            let Some(n) = nodes.get(dn) else {
+                if unknown_is_dead {
+                    problems.push(format!("{dn}: unknown datanode"));
+                    lost.push(dn);
+                } else {
+                    unknown.push(dn);
+                }
+                continue;
+            };
+            let rep = reports.get(dn);
+            let damaged = bad.contains(&(k.0, k.1, dn.to_string()))
+                || rep.is_some_and(|h| h.damaged.contains(&k));
+            let missing = old_enough
+                && rep.is_some_and(|h| !h.blocks.contains(&k) && !h.damaged.contains(&k));
+            let defect = if damaged {
+                Some("damaged")
+            } else if missing {
+                Some("missing")
+            } else {
+                None
+            };
+            let entry = plan.per_node.entry(dn.to_string()).or_default();
+            entry.0 += 1;
+            match (n.op, n.health, defect) {
+                (OperationalState::InMaintenance, NodeState::Healthy, None) => maint_live.push(dn),
+                (OperationalState::InMaintenance, NodeState::Healthy, Some(why)) => {
+                    problems.push(format!("{dn}: {why}"));
+                    lost.push(dn);
+                }
+                (OperationalState::InMaintenance, _, _) => maint_away.push(dn),
+                (
+                    OperationalState::Decommissioning | OperationalState::Decommissioned,
+                    NodeState::Healthy,
+                    None,
+                ) => leaving.push(dn),
+                (OperationalState::Decommissioning | OperationalState::Decommissioned, _, why) => {
+                    problems.push(format!("{dn}: {}", why.unwrap_or("leaving and not healthy")));
+                    lost.push(dn);
+                }
+                (_, NodeState::Dead, _) => {
+                    problems.push(format!("{dn}: dead"));
+                    lost.push(dn);
+                }
+                (_, NodeState::Stale, _) => unknown.push(dn),
+                (_, _, Some(why)) => {
+                    problems.push(format!("{dn}: {why}"));
+                    repair_here.push(dn);
+                }
+                (_, _, None) => good.push(dn),
+            }
+        }
+        // Names of nodes already holding a counted replica.
+        let mut names: HashSet<&str> = good
+            .iter()
+            .chain(&unknown)
+            .chain(&maint_live)
+            .chain(&maint_away)
+            .filter_map(|d| nodes.get(*d).map(|n| n.node_name.as_str()))
+            .collect();
+        if names.len() < good.len() + unknown.len() + maint_live.len() + maint_away.len() {
+            plan.status.mis_replicated += 1;
+        }
+        let maint = maint_live.len() + maint_away.len();
+        let maint_counted = if good.len() + maint_live.len() >= (cfg.maintenance_minimum as usize).min(wanted) {
+            maint
+        } else {
+            0
+        };
+        let mut have = good.len() + unknown.len() + maint_counted;
+        // Copies reported by datanodes the key does not list yet.
+        let mut adopted: Vec<&str> = Vec::new();
+        let mut extra: Vec<&str> = Vec::new();
+        for (dn, held) in reports {
+            if !held.blocks.contains(&k) || b.replicas.iter().any(|r| r == dn) {
+                continue;
+            }
+            let Some(n) = nodes.get(dn) else { continue };
+            // Only healthy replicas decide: while a datanode's fate is
+            // unknown (stale, not yet heard from) a copy is kept, not trimmed.
+            if good.len() + adopted.len() < wanted
+                && n.usable()
+                && !names.contains(n.node_name.as_str())
+            {
+                adopted.push(dn);
+                names.insert(n.node_name.as_str());
+                have += 1;
+            } else if good.len() + adopted.len() >= wanted && n.health == NodeState::Healthy {
+                extra.push(dn);
+            }
+        }
+        good.extend(adopted.iter().copied());
+        for dn in &extra {
+            if in_flight.get(&k).map(String::as_str) != Some(*dn) {
+                plan.orphans.entry(dn.to_string()).or_default().push(k);
+            }
+        }
+        plan.status.blocks += 1;
+        let healthy_elsewhere = good.len() + unknown.len() + maint_counted;
+        if healthy_elsewhere < wanted {
+            for dn in &leaving {
+                if let Some(e) = plan.per_node.get_mut(*dn) {
+                    e.1 += 1;
+                }
+            }
+        }
+        let mut new_list: Vec<String> = Vec::new();
+        let mut delete_on: Vec<String> = Vec::new();
+        if have < wanted {
+            plan.status.under_replicated += 1;
+            plan.short.insert(k);
+            let sources: Vec<String> = good
+                .iter()
+                .chain(&leaving)
+                .chain(&maint_live)
+                .map(|d| d.to_string())
+                .collect();
+            if sources.is_empty() {
+                plan.status.missing += 1;
+            }
+            if at_risk.len() < 4 * TOP || good.len() < 2 {
+                at_risk.push(BlockHealth {
+                    block: Some(b.id),
+                    key: b.key.clone(),
+                    wanted: wanted as u32,
+                    healthy: good.len() as u32,
+                    problems: problems.clone(),
+                });
+            }
+            if !sources.is_empty() && !in_flight.contains_key(&k) {
+                let target = repair_here.first().map(|d| (d.to_string(), true)).or_else(|| {
+                    let mut candidates: Vec<(&String, &NodeView)> = nodes
+                        .iter()
+                        .filter(|(id, n)| {
+                            n.usable()
+                                && !b.replicas.contains(id)
+                                && !names.contains(n.node_name.as_str())
+                                && !snap.pending_deletes.contains(&(id.to_string(), k.0, k.1))
+                        })
+                        .collect();
+                    // The first by rank, busy or not: a busy target makes the
+                    // block wait, so every OM (a restarted one too) asks the
+                    // same datanode and no copy is made twice.
+                    candidates.sort_by_key(|(id, _)| rank(k, id));
+                    candidates.first().map(|(id, _)| (id.to_string(), false))
+                });
+                let source_free = busy.get(&sources[0]).copied().unwrap_or(0) < cfg.limit;
+                if let Some((target, in_place)) = target
+                    && source_free
+                    && busy.get(&target).copied().unwrap_or(0) < cfg.limit
+                {
+                    *busy.entry(target.clone()).or_default() += 1;
+                    *busy.entry(sources[0].clone()).or_default() += 1;
+                    plan.copies.push(Copy {
+                        id: b.id,
+                        size: b.size,
+                        target,
+                        sources,
+                        healthy: good.len(),
+                        in_place,
+                    });
+                }
+            }
+            if !adopted.is_empty() {
+                new_list = b.replicas.clone();
+                new_list.extend(adopted.iter().map(|d| d.to_string()));
+            }
+        } else {
+            // Enough healthy replicas: the key lists exactly those.
+            let mut keep: Vec<&str> = good.clone();
+            let excess = good.len().saturating_sub(wanted);
+            if excess > 0 {
+                plan.status.over_replicated += 1;
+                keep.sort_by_key(|d| std::cmp::Reverse(rank(k, d)));
+                let removable = keep.len().min(excess);
+                for dn in keep.drain(..removable) {
+                    delete_on.push(dn.to_string());
+                }
+            } else {
+                plan.status.healthy += 1;
+            }
+            keep.extend(unknown.iter().copied());
+            keep.extend(maint_live.iter().copied());
+            keep.extend(maint_away.iter().copied());
+            delete_on.extend(lost.iter().chain(&repair_here).map(|d| d.to_string()));
+            // Replicas of leaving datanodes drop out of the key (their data
+            // stays: the datanode is going away).
+            let mut listed: Vec<String> = b
+                .replicas
+                .iter()
+                .filter(|r| keep.contains(&r.as_str()))
+                .cloned()
+                .collect();
+            listed.extend(adopted.iter().map(|d| d.to_string()));
+            if listed != b.replicas {
+                new_list = listed;
+            }
+        }
+        if !new_list.is_empty() {
+            plan.updates.push(RowUpdate {
+                row: b.row.clone(),
+                id: b.id,
+                expected: b.replicas.clone(),
+                new: new_list,
+                delete_on,
+            });
+        }
+    }
+    // Replicas no key, session or deletion knows, of blocks allocated
+    // before the snapshot (a newer block may simply be unknown to it).
+    for (dn, held) in reports {
+        for k in held.blocks.iter().chain(&held.damaged) {
+            if k.1 < snap.allocated_below
+                && !snap.referenced.contains(k)
+                && !in_flight.contains_key(k)
+            {
+                plan.orphans.entry(dn.clone()).or_default().push(*k);
+            }
+        }
+    }
+    for (dn, n) in nodes {
+        if n.op == OperationalState::Decommissioning
+            && plan.per_node.get(dn).is_none_or(|e| e.1 == 0)
+            && !in_flight.values().any(|t| t == dn)
+        {
+            plan.decommissioned.push(dn.clone());
+        }
+    }
+    at_risk.sort_by_key(|h| (h.healthy, std::cmp::Reverse(h.wanted)));
+    at_risk.truncate(TOP);
+    plan.status.top = at_risk;
+    plan.status.reports_complete = nodes
+        .iter()
+        .filter(|(_, n)| n.health == NodeState::Healthy)
+        .all(|(id, _)| reports.contains_key(id));
+    plan
+}
+
+/// The running replication manager.
+pub struct ReplicationManager {
+    store: Arc<OmStore>,
+    registry: Arc<Registry>,
+    replicas: Arc<ReplicaMap>,
+    metrics: Arc<Metrics>,
+    cfg: ReplicationConfig,
+    tokens: Option<(ozone_common::token::TokenSigner, Duration)>,
+    in_flight: Mutex<HashMap<BlockKey, InFlight>>,
+    status: Mutex<(ReplicationStatusResponse, HashMap<String, (u64, u64)>)>,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl ReplicationManager {
+    /// A manager over the OM's store, registry and replica reports.
+    pub fn new(
+        store: Arc<OmStore>,
+        registry: Arc<Registry>,
+        replicas: Arc<ReplicaMap>,
+        metrics: Arc<Metrics>,
+        cfg: ReplicationConfig,
+        tokens: Option<(ozone_common::token::TokenSigner, Duration)>,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            replicas,
+            metrics,
+            cfg,
+            tokens,
+            in_flight: Mutex::new(HashMap::new()),
+            status: Mutex::new(Default::default()),
+            channels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn flights(&self) -> std::sync::MutexGuard<'_, HashMap<BlockKey, InFlight>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The last pass's counts (copy counters are live), the `top` blocks
+    /// at most risk.
+    pub fn status(&self, top: usize) -> ReplicationStatusResponse {
+        let mut s = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone();
+        s.top.truncate(top);
+        s.copies_in_flight = self.flights().len() as u64;
+        s.copies_done = self.metrics.copies_done.get();
+        s.copies_failed = self.metrics.copies_failed.get();
+        s.bytes_copied = self.metrics.bytes_copied.get();
+        s
+    }
+
+    /// Replicas listed on `dn`, those still needed, copies from or to it.
+    pub fn node_status(&self, dn: &str) -> (u64, u64, u64) {
+        let (n, needed) = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .get(dn)
+            .copied()
+            .unwrap_or_default();
+        let flights = self
+            .flights()
+            .values()
+            .filter(|f| f.target == dn || f.source == dn)
+            .count() as u64;
+        (n, needed, flights)
+    }
+
+    /// Runs passes until `stop` turns true.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.interval) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            // A restarted OM first hears from the datanodes.
+            if self.registry.warming_up().is_some() {
+                continue;
+            }
+            if let Err(e) = self.clone().pass().await {
+                tracing::warn!("replication pass failed: {e}");
+            }
+        }
+    }
+
+    /// One pass: read, decide, act.
+    pub async fn pass(self: Arc<Self>) -> Result<(), crate::store::OmError> {
+        let s = self.store.clone();
+        let (snap, bad) = tokio::task::spawn_blocking(move || {
+            Ok::<_, crate::store::OmError>((s.block_snapshot()?, s.all_bad_replicas()?))
+        })
+        .await
+        .map_err(|e| crate::store::OmError::Meta(e.to_string()))??;
+        let nodes: HashMap<String, NodeView> = self
+            .registry
+            .all()
+            .into_iter()
+            .map(|d| {
+                let view = NodeView {
+                    address: d.address.clone(),
+                    node_name: d.node_name.clone(),
+                    health: NodeState::try_from(d.state).unwrap_or(NodeState::Dead),
+                    op: OperationalState::try_from(d.operational_state)
+                        .unwrap_or(OperationalState::InService),
+                };
+                (d.id, view)
+            })
+            .collect();
+        let (in_flight, mut busy) = {
+            let mut flights = self.flights();
+            flights.retain(|_, f| f.started.elapsed() < self.cfg.timeout);
+            let mut busy: HashMap<String, usize> = HashMap::new();
+            for f in flights.values() {
+                *busy.entry(f.target.clone()).or_default() += 1;
+                *busy.entry(f.source.clone()).or_default() += 1;
+            }
+            let targets: HashMap<BlockKey, String> =
+                flights.iter().map(|(k, f)| (*k, f.target.clone())).collect();
+            (targets, busy)
+        };
+        let unknown_is_dead = self.registry.age() > self.registry.dead_after();
+        let plan = self.replicas.with(|reports| {
+            plan(
+                &snap,
+                &nodes,
+                reports,
+                &bad,
+                &in_flight,
+                &mut busy,
+                &self.cfg,
+                ozone_common::now_ms(),
+                unknown_is_dead,
+            )
+        });
+        self.metrics.replication_passes.inc();
+        let st = &plan.status;
+        self.metrics.under_replicated.set(st.under_replicated as i64);
+        self.metrics.over_replicated.set(st.over_replicated as i64);
+        self.metrics.mis_replicated.set(st.mis_replicated as i64);
+        self.metrics.missing.set(st.missing as i64);
+        if st.under_replicated > 0 || st.over_replicated > 0 || !plan.copies.is_empty() {
+            tracing::info!(
+                blocks = st.blocks,
+                under = st.under_replicated,
+                over = st.over_replicated,
+                missing = st.missing,
+                copies = plan.copies.len(),
+                "replication pass"
+            );
+        }
+        // A block no longer short needs no copy in flight.
+        self.flights().retain(|k, _| plan.short.contains(k));
+        let updates = plan.updates.clone();
+        let orphans = plan.orphans.clone();
+        let decommissioned = plan.decommissioned.clone();
+        let s = self.store.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let mut applied = 0usize;
+            for u in &updates {
+                if s.set_replicas(&u.row, &u.id, &u.expected, &u.new, &u.delete_on)? {
+                    applied += 1;
+                }
+            }
+            for (dn, ks) in &orphans {
+                s.queue_replica_deletes(dn, ks)?;
+            }
+            s.sync()?;
+            Ok::<_, crate::store::OmError>(applied)
+        })
+        .await
+        .map_err(|e| crate::store::OmError::Meta(e.to_string()))??;
+        if done > 0 || !plan.orphans.is_empty() {
+            tracing::info!(
+                replica_lists = done,
+                orphans = plan.orphans.values().map(Vec::len).sum::<usize>(),
+                "replica lists updated"
+            );
+        }
+        for dn in decommissioned {
+            self.set_operational(&dn, OperationalState::Decommissioned)
+                .await?;
+            tracing::info!(datanode = %dn, "decommissioned: no block needs its replicas");
+        }
+        {
+            let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            st.0 = plan.status.clone();
+            st.0.last_pass_ms = ozone_common::now_ms();
+            st.1 = plan.per_node.clone();
+        }
+        for c in plan.copies {
+            self.start_copy(c, &nodes);
+        }
+        self.metrics.copies_in_flight.set(self.flights().len() as i64);
+        Ok(())
+    }
+
+    /// Sets and persists a datanode's operational state.
+    pub async fn set_operational(
+        &self,
+        dn: &str,
+        state: OperationalState,
+    ) -> Result<(), crate::store::OmError> {
+        self.registry.set_operational(dn, state);
+        let s = self.store.clone();
+        let id = dn.to_string();
+        tokio::task::spawn_blocking(move || {
+            s.set_operational_state(&id, state)?;
+            s.sync()
+        })
+        .await
+        .map_err(|e| crate::store::OmError::Meta(e.to_string()))?
+    }
+
+    fn client(&self, address: &str) -> Option<DatanodeClient<Channel>> {
+        let mut map = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let ch = match map.get(address) {
+            Some(c) => c.clone(),
+            None => {
+                let c = Endpoint::from_shared(format!("http://{address}"))
+                    .ok()?
+                    .connect_timeout(Duration::from_secs(3))
+                    .timeout(self.cfg.timeout)
+                    .connect_lazy();
+                map.insert(address.to_string(), c.clone());
+                c
+            }
+        };
+        Some(DatanodeClient::new(ch))
+    }
+
+    fn start_copy(self: &Arc<Self>, c: Copy, nodes: &HashMap<String, NodeView>) {
+        let Some(target) = nodes.get(&c.target) else {
+            return;
+        };
+        let Some(mut client) = self.client(&target.address) else {
+            return;
+        };
+        let k = key(&c.id);
+        self.flights().insert(
+            k,
+            InFlight {
+                target: c.target.clone(),
+                source: c.sources[0].clone(),
+                started: Instant::now(),
+            },
+        );
+        let req = ReplicateBlockRequest {
+            block: Some(c.id),
+            sources: c
+                .sources
+                .iter()
+                .filter_map(|s| nodes.get(s).map(|n| n.address.clone()))
+                .collect(),
+            token: self
+                .tokens
+                .as_ref()
+                .map(|(signer, ttl)| {
+                    signer.sign(&c.id, "READ", ozone_common::now_ms() + ttl.as_millis() as u64)
+                })
+                .unwrap_or_default(),
+            size: c.size,
+        };
+        tracing::debug!(block = %c.id.display(), target = %c.target, in_place = c.in_place, healthy = c.healthy, "copy asked");
+        let me = self.clone();
+        tokio::spawn(async move {
+            match client.replicate_block(req).await {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    if r.copied > 0 || !r.source.is_empty() {
+                        me.metrics.copies_done.inc();
+                        me.metrics.bytes_copied.inc_by(r.copied);
+                    }
+                    me.replicas.add(&c.target, &c.id);
+                    let s = me.store.clone();
+                    let (id, dn) = (c.id, c.target.clone());
+                    let _ = tokio::task::spawn_blocking(move || s.clear_bad_replica(&id, &dn)).await;
+                    me.flights().remove(&k);
+                }
+                Err(e) if e.code() == tonic::Code::AlreadyExists => {
+                    // The datanode is copying it already (asked by an OM
+                    // before a restart): wait for its report.
+                }
+                Err(e) => {
+                    me.metrics.copies_failed.inc();
+                    tracing::warn!(block = %c.id.display(), target = %c.target, "copy failed: {}", e.message());
+                    me.flights().remove(&k);
+                }
+            }
+            me.metrics.copies_in_flight.set(me.flights().len() as i64);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block_rows::BlockRow;
+
+    fn view(name: &str, health: NodeState, op: OperationalState) -> NodeView {
+        NodeView {
+            address: format!("{name}:1"),
+            node_name: name.into(),
+            health,
+            op,
+        }
+    }
+
+    fn nodes(n: usize) -> HashMap<String, NodeView> {
+        (0..n)
+            .map(|i| {
+                (
+                    format!("d{i}"),
+                    view(&format!("n{i}"), NodeState::Healthy, OperationalState::InService),
+                )
+            })
+            .collect()
+    }
+
+    fn block(local: u64, replicas: &[&str]) -> BlockRow {
+        BlockRow {
+            row: RowRef::Key(format!("v/b/k{local}")),
+            id: BlockId {
+                container_id: 1,
+                local_id: local,
+                commit_seq: 0,
+            },
+            size: 10,
+            replication: 3,
+            replicas: replicas.iter().map(|s| s.to_string()).collect(),
+            key: format!("/v/b/k{local}"),
+            committed_ms: 0,
+        }
+    }
+
+    fn snap(blocks: Vec<BlockRow>) -> BlockSnapshot {
+        BlockSnapshot {
+            referenced: blocks.iter().map(|b| key(&b.id)).collect(),
+            allocated_below: 1000,
+            blocks,
+            ..Default::default()
+        }
+    }
+
+    fn reports(of: &[(&str, &[u64])]) -> HashMap<String, Held> {
+        of.iter()
+            .map(|(dn, ls)| {
+                let mut h = Held::default();
+                h.blocks.extend(ls.iter().map(|l| (1, *l)));
+                (dn.to_string(), h)
+            })
+            .collect()
+    }
+
+    fn cfg() -> ReplicationConfig {
+        ReplicationConfig {
+            interval: Duration::from_secs(1),
+            limit: 2,
+            timeout: Duration::from_secs(60),
+            maintenance_minimum: 2,
+            report_grace: Duration::from_secs(5),
+        }
+    }
+
+    fn run(
+        s: &BlockSnapshot,
+        n: &HashMap<String, NodeView>,
+        r: &HashMap<String, Held>,
+        bad: &HashSet<(u64, u64, String)>,
+    ) -> Plan {
+        plan(s, n, r, bad, &HashMap::new(), &mut HashMap::new(), &cfg(), 60_000, true)
+    }
+
+    #[test]
+    fn a_dead_datanode_is_replaced_most_urgent_first_within_the_limit() {
+        let mut n = nodes(5);
+        n.get_mut("d0").unwrap().health = NodeState::Dead;
+        n.get_mut("d1").unwrap().health = NodeState::Dead;
+        let s = snap(vec![
+            block(1, &["d0", "d2", "d3"]),
+            block(2, &["d0", "d1", "d2"]),
+            block(3, &["d0", "d3", "d4"]),
+            block(4, &["d2", "d3", "d4"]),
+        ]);
+        let r = reports(&[("d2", &[1, 2, 4]), ("d3", &[1, 3, 4]), ("d4", &[3, 4])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert_eq!(p.status.under_replicated, 3);
+        assert_eq!(p.status.healthy, 1);
+        // Block 2 (one healthy replica) leads the risk list.
+        assert_eq!(p.status.top[0].block.unwrap().local_id, 2);
+        for c in &p.copies {
+            let b = &s.blocks[c.id.local_id as usize - 1];
+            assert!(!b.replicas.contains(&c.target), "{c:?}");
+            assert!(c.sources.iter().all(|s| s != "d0" && s != "d1"));
+        }
+        // Nothing is dropped from a key before the copies exist.
+        assert!(p.updates.is_empty());
+        // At most `limit` per datanode.
+        let mut per: HashMap<&str, usize> = HashMap::new();
+        for c in &p.copies {
+            *per.entry(&c.target).or_default() += 1;
+            *per.entry(&c.sources[0]).or_default() += 1;
+        }
+        assert!(per.values().all(|&v| v <= 2), "{per:?}");
+    }
+
+    #[test]
+    fn a_reported_copy_is_adopted_and_the_lost_replica_dropped() {
+        let mut n = nodes(4);
+        n.get_mut("d0").unwrap().health = NodeState::Dead;
+        let s = snap(vec![block(1, &["d0", "d1", "d2"])]);
+        let r = reports(&[("d1", &[1]), ("d2", &[1]), ("d3", &[1])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert!(p.copies.is_empty());
+        assert_eq!(p.updates.len(), 1);
+        assert_eq!(p.updates[0].new, ["d1", "d2", "d3"]);
+        assert_eq!(p.updates[0].delete_on, ["d0"]);
+        assert!(p.orphans.is_empty());
+    }
+
+    #[test]
+    fn damaged_and_missing_replicas_are_replaced_in_place() {
+        let n = nodes(3);
+        let s = snap(vec![block(1, &["d0", "d1", "d2"]), block(2, &["d0", "d1", "d2"])]);
+        let mut r = reports(&[("d0", &[1, 2]), ("d1", &[1, 2]), ("d2", &[])]);
+        r.get_mut("d0").unwrap().blocks.remove(&(1, 1));
+        r.get_mut("d0").unwrap().damaged.insert((1, 1));
+        let p = run(&s, &n, &r, &HashSet::new());
+        let mut targets: Vec<(u64, &str, bool)> = p
+            .copies
+            .iter()
+            .map(|c| (c.id.local_id, c.target.as_str(), c.in_place))
+            .collect();
+        targets.sort();
+        assert_eq!(targets, [(1, "d0", true), (2, "d2", true)]);
+        // A reader's report counts too.
+        let bad: HashSet<_> = [(1, 2, "d1".to_string())].into();
+        let r = reports(&[("d0", &[1, 2]), ("d1", &[1, 2]), ("d2", &[1, 2])]);
+        let p = run(&s, &n, &r, &bad);
+        assert_eq!(p.copies.len(), 1);
+        assert_eq!((p.copies[0].id.local_id, p.copies[0].target.as_str()), (2, "d1"));
+    }
+
+    #[test]
+    fn a_young_key_is_not_missing_before_its_report() {
+        let n = nodes(3);
+        let mut b = block(1, &["d0", "d1", "d2"]);
+        b.committed_ms = 58_000;
+        let s = snap(vec![b]);
+        let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert!(p.copies.is_empty());
+        assert_eq!(p.status.healthy, 1);
+    }
+
+    #[test]
+    fn a_copy_is_kept_while_another_replica_is_of_unknown_fate() {
+        let mut n = nodes(4);
+        n.get_mut("d0").unwrap().health = NodeState::Stale;
+        let s = snap(vec![block(1, &["d0", "d1", "d2"])]);
+        let r = reports(&[("d1", &[1]), ("d2", &[1]), ("d3", &[1])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert!(p.orphans.is_empty(), "{:?}", p.orphans);
+        assert!(p.copies.is_empty());
+        assert_eq!(p.updates[0].new, ["d0", "d1", "d2", "d3"]);
+        assert!(p.updates[0].delete_on.is_empty());
+    }
+
+    #[test]
+    fn excess_and_orphan_replicas_are_deleted() {
+        let n = nodes(5);
+        let s = snap(vec![block(1, &["d0", "d1", "d2", "d3"])]);
+        let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[1]), ("d3", &[1]), ("d4", &[1, 7, 5000])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert_eq!(p.status.over_replicated, 1);
+        assert_eq!(p.updates[0].new.len(), 3);
+        assert_eq!(p.updates[0].delete_on.len(), 1);
+        let mut o = p.orphans["d4"].clone();
+        o.sort();
+        // Block 1 is excess there, 7 is unknown, 5000 may be newer than the snapshot.
+        assert_eq!(o, [(1, 1), (1, 7)]);
+    }
+
+    #[test]
+    fn decommissioning_copies_first_then_completes() {
+        let mut n = nodes(4);
+        n.get_mut("d0").unwrap().op = OperationalState::Decommissioning;
+        let s = snap(vec![block(1, &["d0", "d1", "d2"])]);
+        let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[1])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert_eq!(p.copies.len(), 1);
+        assert_eq!(p.copies[0].target, "d3");
+        assert!(p.decommissioned.is_empty());
+        assert_eq!(p.per_node["d0"], (1, 1));
+        let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[1]), ("d3", &[1])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert!(p.copies.is_empty());
+        assert_eq!(p.updates[0].new, ["d1", "d2", "d3"]);
+        assert!(p.updates[0].delete_on.is_empty(), "a leaving node keeps its data");
+        assert_eq!(p.decommissioned, ["d0"]);
+    }
+
+    #[test]
+    fn maintenance_holds_off_copies_while_enough_remain() {
+        let mut n = nodes(4);
+        n.get_mut("d0").unwrap().op = OperationalState::InMaintenance;
+        n.get_mut("d0").unwrap().health = NodeState::Dead;
+        let s = snap(vec![block(1, &["d0", "d1", "d2"])]);
+        let r = reports(&[("d1", &[1]), ("d2", &[1])]);
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert!(p.copies.is_empty() && p.updates.is_empty());
+        // With one healthy replica left, maintenance no longer counts.
+        n.get_mut("d2").unwrap().health = NodeState::Dead;
+        let p = run(&s, &n, &r, &HashSet::new());
+        assert_eq!(p.copies.len(), 1);
+    }
+}
