@@ -367,11 +367,20 @@ after=$(uids ozone)
 [ -z "$(comm -12 <(echo "$before") <(echo "$after"))" ] || die "pods not replaced: $(comm -12 <(echo "$before") <(echo "$after"))"
 ok "at most $most_down down"
 
-step "scale 3 -> 4 -> 3"
+step "scale 3 -> 4 -> 3: the scale-down waits for the OM to decommission the datanode that goes"
 patch_oz ozone '{"spec":{"datanodes":{"replicas":4}}}'
 wait_until 120 "4 ready datanodes" bash -c "[ \$(kubectl get sts ozone-datanode -n $ns -o jsonpath='{.status.readyReplicas}') = 4 ]"
 wait_until 60 "settled at 4" settled ozone
 patch_oz ozone '{"spec":{"datanodes":{"replicas":3}}}'
+# No OM runs behind these fake kubelets: the decommission cannot finish, so
+# the StatefulSet keeps its 4 pods and the status says why.
+wait_until 60 "Progressing/Decommissioning" cond_is ozone Progressing True/Decommissioning
+kubectl get pod ozone-datanode-3 -n "$ns" >/dev/null || die "ozone-datanode-3 went before it was decommissioned"
+[ "$(kubectl get sts ozone-datanode -n "$ns" -o jsonpath='{.spec.replicas}')" = 4 ] || die "the StatefulSet was lowered before the decommission"
+kubectl get ozonecluster ozone -n "$ns" -o jsonpath='{.status.conditions[?(@.type=="Progressing")].message}' | grep -q "ozone-datanode-3" \
+  || die "the Progressing message does not name ozone-datanode-3"
+# Turned off, the pod goes at once (the OM re-replicates after its dead interval).
+patch_oz ozone '{"spec":{"datanodes":{"decommissionOnScaleDown":false}}}'
 wait_until 120 "ozone-datanode-3 gone" bash -c "! kubectl get pod ozone-datanode-3 -n $ns"
 wait_until 60 "settled at 3" settled ozone
 jp pvc data-ozone-datanode-3 -n "$ns" -o name | grep -q . || die "scale-down deleted the claim of ozone-datanode-3"

@@ -173,6 +173,11 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         address: format!("{}:{}", advertise_host(&cfg), grpc_addr.port()),
         node_name: cfg.node_name.clone(),
         http_address: http_addr.to_string(),
+        // The pod name in Kubernetes (what the operator decommissions by).
+        host_name: std::env::var("POD_NAME")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(crate::config::host_name),
         ..Default::default()
     };
     tracing::info!(id = %id, grpc = %grpc_addr, http = %http_addr, node = %cfg.node_name, "datanode started");

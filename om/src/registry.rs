@@ -58,22 +58,26 @@ impl Registry {
             .insert(id.to_string(), state);
     }
 
-    /// The datanode a user means by `name`: its id, address, host, or the
-    /// first label of its host (a pod name), among `known`.
+    /// The datanode a user means by `name`: its id or address, else the
+    /// one datanode with that host name (a pod name), address host, or
+    /// first label of the address host, among `known`.
     pub fn resolve<'a>(known: &'a [DatanodeDetails], name: &str) -> Option<&'a DatanodeDetails> {
-        let host = |d: &DatanodeDetails| d.address.rsplit_once(':').map_or("", |(h, _)| h).to_string();
-        let exact = known
-            .iter()
-            .find(|d| d.id == name || d.address == name || host(d) == name);
-        exact.or_else(|| {
-            let mut by_label = known
-                .iter()
-                .filter(|d| host(d).split('.').next() == Some(name));
-            match (by_label.next(), by_label.next()) {
+        fn host(d: &DatanodeDetails) -> &str {
+            d.address.rsplit_once(':').map_or("", |(h, _)| h)
+        }
+        let only = |f: &dyn Fn(&DatanodeDetails) -> bool| {
+            let mut it = known.iter().filter(|d| f(d));
+            match (it.next(), it.next()) {
                 (Some(d), None) => Some(d),
                 _ => None,
             }
-        })
+        };
+        known
+            .iter()
+            .find(|d| d.id == name || d.address == name)
+            .or_else(|| only(&|d| d.host_name == name))
+            .or_else(|| only(&|d| host(d) == name))
+            .or_else(|| only(&|d| host(d).split('.').next() == Some(name)))
     }
 
     /// How long ago this registry (the OM) started.
@@ -166,6 +170,32 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use ozone_proto::DatanodeDetails;
+
+    #[test]
+    fn a_datanode_is_found_by_id_address_or_pod_name() {
+        let dn = |id: &str, addr: &str, host: &str| DatanodeDetails {
+            id: id.into(),
+            address: addr.into(),
+            host_name: host.into(),
+            ..Default::default()
+        };
+        let known = [
+            dn("a1", "10.0.0.1:9858", "oz-datanode-0"),
+            dn("b2", "10.0.0.2:9858", "oz-datanode-1"),
+            dn("c3", "127.0.0.1:5000", "laptop"),
+            dn("d4", "127.0.0.1:5001", "laptop"),
+        ];
+        let find = |n: &str| super::Registry::resolve(&known, n).map(|d| d.id.as_str());
+        assert_eq!(find("b2"), Some("b2"));
+        assert_eq!(find("10.0.0.1:9858"), Some("a1"));
+        assert_eq!(find("oz-datanode-1"), Some("b2"));
+        assert_eq!(find("10.0.0.2"), Some("b2"));
+        assert_eq!(find("laptop"), None, "two datanodes share that host");
+        assert_eq!(find("127.0.0.1:5001"), Some("d4"));
+        assert_eq!(find("nope"), None);
+    }
+
     #[test]
     fn warms_up_for_one_stale_interval() {
         let r = super::Registry::new(

@@ -3,7 +3,8 @@
 //! reports trouble as conditions and events.
 //!
 //! One reconcile, in order: read the StatefulSets and datanode pods; unless
-//! paused or invalid, create the block-token Secret once, then apply the
+//! paused or invalid, hold a datanode scale-down until the OM has
+//! decommissioned the pods that go, create the block-token Secret once, then apply the
 //! ConfigMap, the Services, the StatefulSets (a datanode template change is
 //! held while a healthy datanode would have to go down beside an unready
 //! one) and the PodDisruptionBudget; finally apply the status. An object the
@@ -37,6 +38,7 @@ use sha2::{Digest, Sha256};
 
 use crate::builders::{self, Objects};
 use crate::crd::OzoneCluster;
+use crate::decommission::{DatanodeAdmin, OmAdmin, ScaleDown};
 use crate::metrics::Metrics;
 use crate::status::{self, Observed};
 
@@ -48,6 +50,8 @@ pub const TEMPLATE_HASH: &str = "ozone-rs.io/template-hash";
 const RESYNC: Duration = Duration::from_secs(300);
 /// Requeue interval while a change is in progress.
 const PROGRESS: Duration = Duration::from_secs(30);
+/// Requeue interval while datanodes are decommissioned for a scale-down.
+const DECOMMISSION_POLL: Duration = Duration::from_secs(5);
 /// Longest backoff after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Label of a StatefulSet pod naming its revision.
@@ -92,6 +96,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Consecutive failures per resource (for backoff).
     failures: Mutex<HashMap<String, u32>>,
+    /// The OM's datanode administration (decommission before scale-down).
+    pub admin: Arc<dyn DatanodeAdmin>,
 }
 
 impl Context {
@@ -106,7 +112,14 @@ impl Context {
             client,
             metrics,
             failures: Mutex::new(HashMap::new()),
+            admin: Arc::new(OmAdmin),
         }
+    }
+
+    /// The same context with another datanode administration (tests).
+    pub fn with_admin(mut self, admin: Arc<dyn DatanodeAdmin>) -> Self {
+        self.admin = admin;
+        self
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
@@ -171,10 +184,27 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
     let paused = c.spec.cluster_operation.reconciliation_paused;
     let mut invalid = None;
     let mut outcome = Applied::default();
+    let decommissioned = c
+        .status
+        .as_ref()
+        .map(|s| s.decommissioned_pods.clone())
+        .unwrap_or_default();
+    let mut scale = ScaleDown {
+        decommissioned: decommissioned.clone(),
+        ..Default::default()
+    };
     match builders::build(c) {
         Err(e) => invalid = Some(e.to_string()),
         Ok(_) if paused => {}
-        Ok(objs) => outcome = apply_all(c, ctx, &ns, objs, dn.as_ref(), &pods).await,
+        Ok(mut objs) => {
+            scale = plan_scale_down(c, ctx, &ns, dn.as_ref(), &decommissioned).await;
+            if let Some(spec) = objs.datanodes.spec.as_mut()
+                && scale.waiting.is_some()
+            {
+                spec.replicas = Some(scale.replicas);
+            }
+            outcome = apply_all(c, ctx, &ns, objs, dn.as_ref(), &pods).await
+        }
     }
     let apply_failed = (!outcome.failures.is_empty()).then(|| outcome.failures.join("; "));
 
@@ -188,6 +218,8 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
             invalid: invalid.clone(),
             apply_failed: apply_failed.clone(),
             roll_held: outcome.roll_held,
+            decommissioning: scale.waiting.clone(),
+            decommissioned_pods: scale.decommissioned.clone(),
         },
         now.clone(),
     );
@@ -230,6 +262,10 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
         let msg = "datanode roll held until every datanode is ready";
         publish(ctx, &reference, EventType::Warning, "RollHeld", msg).await;
     }
+    // While datanodes are decommissioned, ask the OM again soon.
+    if scale.waiting.is_some() {
+        return Ok(Action::requeue(DECOMMISSION_POLL));
+    }
     // While progressing, look again at least every PROGRESS and exactly when
     // the progress deadline passes (pod events may not come then).
     Ok(Action::requeue(if progressing {
@@ -237,6 +273,41 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
     } else {
         RESYNC
     }))
+}
+
+/// The datanode replicas to apply: a scale-down waits until the datanodes
+/// that go are decommissioned (unless the spec turns that off, or the
+/// cluster is being stopped: its pods come back with their data).
+async fn plan_scale_down(
+    c: &OzoneCluster,
+    ctx: &Context,
+    ns: &str,
+    current: Option<&StatefulSet>,
+    decommissioned: &[String],
+) -> ScaleDown {
+    let name = c.name_any();
+    let om = format!("{name}-om.{ns}.svc:{}", builders::OM_PORT);
+    let stopped = c.spec.cluster_operation.stopped;
+    let want = if stopped { 0 } else { c.spec.datanodes.replicas };
+    let current = current
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.replicas)
+        .filter(|_| c.spec.datanodes.decommission_on_scale_down && !stopped);
+    let plan = if stopped {
+        // Nothing to recommission while stopped.
+        ScaleDown {
+            replicas: 0,
+            waiting: None,
+            decommissioned: decommissioned.to_vec(),
+        }
+    } else {
+        crate::decommission::scale_down(ctx.admin.as_ref(), &om, &name, current, want, decommissioned)
+            .await
+    };
+    if let Some(why) = &plan.waiting {
+        tracing::info!(cluster = %key(c), "{why}");
+    }
+    plan
 }
 
 /// What one round of applies did.

@@ -288,6 +288,12 @@ pub struct DatanodeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "pod_overrides_schema")]
     pub pod_overrides: Option<serde_json::Value>,
+    /// On a scale-down, decommission the datanodes that go (their replicas
+    /// are copied to the others) and lower the StatefulSet only once they
+    /// are DECOMMISSIONED. Off: the pods go at once and the OM re-replicates
+    /// after its dead-node interval.
+    #[serde(default = "yes")]
+    pub decommission_on_scale_down: bool,
 }
 
 fn three() -> i32 {
@@ -305,6 +311,7 @@ impl Default for DatanodeSpec {
             tolerations: Vec::new(),
             affinity: None,
             pod_overrides: None,
+            decommission_on_scale_down: true,
         }
     }
 }
@@ -448,6 +455,10 @@ pub struct OzoneClusterStatus {
     /// When `progress` last changed (the progress deadline counts from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_progress_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Datanode pods decommissioned for a scale-down (returned to service
+    /// if the cluster grows back over them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decommissioned_pods: Vec<String>,
 }
 
 /// One datanode pod.

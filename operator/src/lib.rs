@@ -4,6 +4,7 @@
 pub mod builders;
 pub mod controller;
 pub mod crd;
+pub mod decommission;
 pub mod metrics;
 pub mod overrides;
 pub mod render;

@@ -34,6 +34,10 @@ pub struct Observed<'a> {
     pub apply_failed: Option<String>,
     /// A datanode config roll held back because datanodes are not ready.
     pub roll_held: bool,
+    /// A scale-down waiting for datanodes to be decommissioned, and why.
+    pub decommissioning: Option<String>,
+    /// Datanode pods decommissioned for a scale-down.
+    pub decommissioned_pods: Vec<String>,
 }
 
 /// Readiness and rollout state of one StatefulSet.
@@ -172,6 +176,8 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
                 dn.ready, dn.desired
             ),
         )
+    } else if let Some(why) = &obs.decommissioning {
+        cond(PROGRESSING, true, "Decommissioning", why.clone())
     } else if !om.exists || !dn.exists {
         cond(
             PROGRESSING,
@@ -217,10 +223,14 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
 
     // Progress is any change in readiness or rollout; none for longer than
     // the deadline turns Progressing into Degraded.
-    let marker = format!(
+    let mut marker = format!(
         "om {}/{}, datanodes {}/{} ready {} updated",
         om.ready, om.desired, dn.ready, dn.desired, dn.updated
     );
+    if let Some(why) = &obs.decommissioning {
+        // Each replica copied off a leaving datanode is progress.
+        marker = format!("{marker}; {why}");
+    }
     let last_progress = c
         .status
         .as_ref()
@@ -317,6 +327,7 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         datanode_pods,
         progress: Some(marker),
         last_progress_time: Some(last_progress),
+        decommissioned_pods: obs.decommissioned_pods.clone(),
     }
 }
 

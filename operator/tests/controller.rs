@@ -13,6 +13,7 @@ use kube::Client;
 use kube::client::Body;
 use ozone_operator::controller::{Context, Error, TEMPLATE_HASH, backoff, error_policy, reconcile};
 use ozone_operator::crd::{OzoneCluster, Replication};
+use ozone_operator::decommission::{DatanodeAdmin, Decommission};
 use ozone_operator::metrics::Metrics;
 use serde_json::{Value, json};
 
@@ -210,12 +211,63 @@ impl ApiServer {
 }
 
 fn setup() -> (Arc<Context>, ApiServer) {
+    setup_with(Arc::new(FakeOm::default()))
+}
+
+fn setup_with(admin: Arc<FakeOm>) -> (Arc<Context>, ApiServer) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(svc, "default");
     (
-        Arc::new(Context::new(client, Metrics::default())),
+        Arc::new(Context::new(client, Metrics::default()).with_admin(admin)),
         ApiServer { handle },
     )
+}
+
+/// The OM's datanode administration as the operator sees it: answers
+/// decommission requests from `answer` and records every call.
+#[derive(Default)]
+struct FakeOm {
+    answer: std::sync::Mutex<Option<Result<Decommission, String>>>,
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+impl FakeOm {
+    fn answering(a: Result<Decommission, String>) -> Arc<Self> {
+        let f = Self::default();
+        *f.answer.lock().unwrap() = Some(a);
+        Arc::new(f)
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl DatanodeAdmin for FakeOm {
+    fn decommission<'a>(
+        &'a self,
+        om: &'a str,
+        pod: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Decommission, String>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("decommission {pod} at {om}"));
+        let a = self.answer.lock().unwrap().clone();
+        Box::pin(async move { a.expect("no decommission expected") })
+    }
+
+    fn recommission<'a>(
+        &'a self,
+        om: &'a str,
+        pod: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("recommission {pod} at {om}"));
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Runs one reconcile beside the scripted server.
@@ -627,6 +679,86 @@ async fn scale_up_applies_the_new_replica_count() {
     );
     assert_eq!(condition(&st, "Degraded")["status"], "False");
     assert_eq!(st["datanodes"]["summary"], "3/5");
+}
+
+/// One reconcile of `c` over an OM StatefulSet with one ready pod and a
+/// datanode StatefulSet of `replicas` ready pods; returns the applied
+/// datanode StatefulSet and the status.
+async fn reconcile_datanodes(
+    c: &OzoneCluster,
+    admin: Arc<FakeOm>,
+    replicas: i32,
+) -> (StatefulSet, Value, kube::runtime::controller::Action) {
+    let (om0, dn0) = first_apply(c).await;
+    let om = existing(&om0, 1, 1, false);
+    let mut dn = existing(&dn0, replicas, replicas, false);
+    dn.spec.as_mut().unwrap().replicas = Some(replicas);
+    let (ctx, server) = setup_with(admin);
+    let cc = c.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let pods: Vec<Pod> = (0..replicas as usize).map(|i| dn_pod(i, true)).collect();
+    let action = run(c.clone(), ctx, server, |mut s| async move {
+        s.reads(
+            Reply::Json(serde_json::to_value(&om).unwrap()),
+            Reply::Json(serde_json::to_value(&dn).unwrap()),
+            pods,
+        )
+        .await;
+        let (_, d) = s.applies().await;
+        let st = s.status(&cc).await;
+        tx.send((d, st)).ok();
+        s
+    })
+    .await
+    .unwrap();
+    let (d, st) = rx.await.unwrap();
+    (d, st, action)
+}
+
+#[tokio::test]
+async fn scale_down_decommissions_first_and_scale_up_recommissions() {
+    let mut c = cluster();
+    c.spec.datanodes.replicas = 3;
+    let om = "oz-om.storage.svc:9862";
+    // 4 -> 3 while the OM still copies replicas off oz-datanode-3: the
+    // StatefulSet keeps 4, the status says why, the OM is asked again soon.
+    let fake = FakeOm::answering(Ok(Decommission::InProgress(12)));
+    let (d, st, action) = reconcile_datanodes(&c, fake.clone(), 4).await;
+    assert_eq!(fake.calls(), [format!("decommission oz-datanode-3 at {om}")]);
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4), "held at 4");
+    let p = condition(&st, "Progressing");
+    assert_eq!((&p["status"], &p["reason"]), (&json!("True"), &json!("Decommissioning")));
+    assert!(p["message"].as_str().unwrap().contains("oz-datanode-3 (12 replicas still to copy)"), "{p}");
+    assert_eq!(st["decommissionedPods"], json!(["oz-datanode-3"]));
+    assert_eq!(condition(&st, "Degraded")["status"], "False");
+    assert_eq!(action, kube::runtime::controller::Action::requeue(Duration::from_secs(5)));
+    // The OM unreachable: still held, with its error.
+    let fake = FakeOm::answering(Err("OM at oz-om.storage.svc:9862 unreachable".into()));
+    let (d, st, _) = reconcile_datanodes(&c, fake, 4).await;
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4));
+    assert!(condition(&st, "Progressing")["message"].as_str().unwrap().contains("unreachable"));
+    // DECOMMISSIONED: the StatefulSet goes down to 3.
+    let fake = FakeOm::answering(Ok(Decommission::Done));
+    let (d, st, _) = reconcile_datanodes(&c, fake.clone(), 4).await;
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(condition(&st, "Progressing")["reason"], "Scaling");
+    assert_eq!(st["decommissionedPods"], json!(["oz-datanode-3"]));
+    // Turned off in the spec: no OM call, the pods go at once.
+    let mut off = c.clone();
+    off.spec.datanodes.decommission_on_scale_down = false;
+    let fake = Arc::new(FakeOm::default());
+    let (d, _, _) = reconcile_datanodes(&off, fake.clone(), 4).await;
+    assert!(fake.calls().is_empty());
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    // Grown back over a decommissioned pod: it is returned to service.
+    let mut back = c.clone();
+    back.spec.datanodes.replicas = 4;
+    back.status = Some(serde_json::from_value(json!({"decommissionedPods": ["oz-datanode-3"]})).unwrap());
+    let fake = Arc::new(FakeOm::default());
+    let (d, st, _) = reconcile_datanodes(&back, fake.clone(), 3).await;
+    assert_eq!(fake.calls(), [format!("recommission oz-datanode-3 at {om}")]);
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4));
+    assert!(st.get("decommissionedPods").is_none(), "{st}");
 }
 
 #[tokio::test]

@@ -1,0 +1,181 @@
+//! Scale-down without data loss: before the datanode StatefulSet loses its
+//! highest ordinals, the OM decommissions those pods' datanodes (their
+//! replicas are copied elsewhere while they keep serving reads), and only
+//! when each is DECOMMISSIONED (or never registered) is the StatefulSet
+//! lowered. A later scale-up recommissions pods decommissioned this way.
+//! The OM is reached at its Service; [`DatanodeAdmin`] lets tests stand in
+//! for it.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use ozone_proto::ozone_manager_client::OzoneManagerClient;
+use ozone_proto::{DatanodeStatusRequest, OperationalState, SetOperationalStateRequest};
+
+/// What the OM says of a datanode pod after a decommission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decommission {
+    /// No datanode of that pod ever registered: nothing depends on it.
+    Unknown,
+    /// Replicas are being copied off it; this many still lack a healthy
+    /// copy elsewhere.
+    InProgress(u64),
+    /// No key depends on it any more.
+    Done,
+}
+
+/// The OM's datanode administration, as the operator needs it.
+pub trait DatanodeAdmin: Send + Sync {
+    /// Asks the OM at `om` to decommission the datanode of `pod` (again: it
+    /// is idempotent) and returns how far it is.
+    fn decommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<Decommission, String>>;
+    /// Returns the datanode of `pod` to service.
+    fn recommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// The OM over gRPC.
+#[derive(Debug, Default)]
+pub struct OmAdmin;
+
+impl OmAdmin {
+    async fn client(&self, om: &str) -> Result<OzoneManagerClient<tonic::transport::Channel>, String> {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{om}"))
+            .map_err(|e| format!("OM address {om}: {e}"))?
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .map_err(|e| format!("OM at {om} unreachable: {e}"))?;
+        Ok(OzoneManagerClient::new(ch))
+    }
+
+    /// Sets the state; `None` when the OM knows no such datanode.
+    async fn set(
+        &self,
+        om: &mut OzoneManagerClient<tonic::transport::Channel>,
+        pod: &str,
+        state: OperationalState,
+    ) -> Result<Option<i32>, String> {
+        let r = om
+            .set_operational_state(SetOperationalStateRequest {
+                datanode: pod.to_string(),
+                state: state as i32,
+            })
+            .await;
+        match r {
+            Ok(r) => Ok(r.into_inner().datanode.map(|d| d.operational_state)),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+            Err(s) => Err(format!("the OM: {}", s.message())),
+        }
+    }
+}
+
+impl DatanodeAdmin for OmAdmin {
+    fn decommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<Decommission, String>> {
+        Box::pin(async move {
+            let mut c = self.client(om).await?;
+            Ok(match self.set(&mut c, pod, OperationalState::Decommissioning).await? {
+                None => Decommission::Unknown,
+                Some(s) if s == OperationalState::Decommissioned as i32 => Decommission::Done,
+                Some(_) => {
+                    let st = c
+                        .datanode_status(DatanodeStatusRequest {
+                            datanode: pod.to_string(),
+                        })
+                        .await
+                        .map_err(|s| format!("the OM: {}", s.message()))?
+                        .into_inner();
+                    Decommission::InProgress(st.needed_elsewhere)
+                }
+            })
+        })
+    }
+
+    fn recommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let mut c = self.client(om).await?;
+            self.set(&mut c, pod, OperationalState::InService).await.map(drop)
+        })
+    }
+}
+
+/// Where the scale-down of a cluster stands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScaleDown {
+    /// Replicas the datanode StatefulSet may have now.
+    pub replicas: i32,
+    /// Why it keeps more than the spec asks (pods still decommissioning).
+    pub waiting: Option<String>,
+    /// Pods whose datanodes are decommissioned (kept in the status).
+    pub decommissioned: Vec<String>,
+}
+
+/// The name of datanode pod `i` of cluster `name`.
+pub fn pod_name(name: &str, i: i32) -> String {
+    format!("{name}-datanode-{i}")
+}
+
+/// Decides the datanode replicas for a spec of `want` when the StatefulSet
+/// has `current`: the pods above `want` go only once decommissioned.
+/// `decommissioned` are the pods decommissioned before (from the status):
+/// those below `want` again are recommissioned.
+pub async fn scale_down(
+    admin: &dyn DatanodeAdmin,
+    om: &str,
+    name: &str,
+    current: Option<i32>,
+    want: i32,
+    decommissioned: &[String],
+) -> ScaleDown {
+    let mut out = ScaleDown {
+        replicas: want,
+        waiting: None,
+        decommissioned: Vec::new(),
+    };
+    // Scaled up again: those pods serve again.
+    for pod in decommissioned {
+        let ordinal = pod
+            .rsplit_once('-')
+            .and_then(|(_, i)| i.parse::<i32>().ok())
+            .unwrap_or(i32::MAX);
+        if ordinal < want {
+            if let Err(e) = admin.recommission(om, pod).await {
+                tracing::warn!(%pod, "recommission failed (retried): {e}");
+                out.decommissioned.push(pod.clone());
+            } else {
+                tracing::info!(%pod, "datanode recommissioned");
+            }
+        } else {
+            out.decommissioned.push(pod.clone());
+        }
+    }
+    let Some(current) = current.filter(|&c| c > want) else {
+        return out;
+    };
+    let mut pending = Vec::new();
+    for i in want..current {
+        let pod = pod_name(name, i);
+        match admin.decommission(om, &pod).await {
+            Ok(Decommission::Done | Decommission::Unknown) => {
+                if !out.decommissioned.contains(&pod) {
+                    out.decommissioned.push(pod);
+                }
+            }
+            Ok(Decommission::InProgress(needed)) => {
+                if !out.decommissioned.contains(&pod) {
+                    out.decommissioned.push(pod.clone());
+                }
+                pending.push(format!("{pod} ({needed} replicas still to copy)"));
+            }
+            Err(e) => pending.push(format!("{pod} ({e})")),
+        }
+    }
+    if !pending.is_empty() {
+        out.replicas = current;
+        out.waiting = Some(format!(
+            "decommissioning before the scale-down to {want}: {}",
+            pending.join(", ")
+        ));
+    }
+    out
+}
