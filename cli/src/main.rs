@@ -647,12 +647,7 @@ async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
                     _ => Op::InService,
                 };
                 let d = client.set_operational_state(datanode, state).await?;
-                println!(
-                    "{} ({}): {}",
-                    d.id,
-                    d.address,
-                    op_name(d.operational_state)
-                );
+                println!("{} ({}): {}", d.id, d.address, op_name(d.operational_state));
             }
             DatanodeCmd::Status { datanode } => {
                 let s = client.datanode_status(datanode).await?;

@@ -220,7 +220,10 @@ async fn damaged_replicas_are_found_by_the_scanner_and_repaired() {
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 let (name, want) = &all[rand::rng().random_range(0..all.len())];
-                assert!(read_all(&reader, name).await == *want, "{name}: wrong bytes");
+                assert!(
+                    read_all(&reader, name).await == *want,
+                    "{name}: wrong bytes"
+                );
                 reads.fetch_add(1, Ordering::Relaxed);
             }
         }));

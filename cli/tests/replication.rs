@@ -88,7 +88,12 @@ async fn check_fully_replicated(
 
 /// Waits until the replication manager's last pass saw no block short of
 /// replicas, every key listing three replicas; returns how long it took.
-async fn wait_repaired(c: &Client, keys: &[(String, Vec<u8>)], gone: &str, within: Duration) -> Duration {
+async fn wait_repaired(
+    c: &Client,
+    keys: &[(String, Vec<u8>)],
+    gone: &str,
+    within: Duration,
+) -> Duration {
     let start = Instant::now();
     loop {
         let st = c.replication_status(5).await.unwrap();
@@ -96,9 +101,10 @@ async fn wait_repaired(c: &Client, keys: &[(String, Vec<u8>)], gone: &str, withi
             let mut all = true;
             for (name, _) in keys {
                 let info = c.key_info("vol", "bucket", name).await.unwrap();
-                all &= info.blocks.iter().all(|b| {
-                    b.replicas.len() == 3 && b.replicas.iter().all(|r| r.id != gone)
-                });
+                all &= info
+                    .blocks
+                    .iter()
+                    .all(|b| b.replicas.len() == 3 && b.replicas.iter().all(|r| r.id != gone));
                 if !all {
                     break;
                 }
@@ -249,17 +255,35 @@ async fn a_decommissioned_datanode_can_be_stopped_without_losing_a_key() {
     let took = start.elapsed();
     // The CLI shows it.
     let out = std::process::Command::new(exe())
-        .args(["--om", &tc.cluster.om_address(), "admin", "datanode", "status", &leaving])
+        .args([
+            "--om",
+            &tc.cluster.om_address(),
+            "admin",
+            "datanode",
+            "status",
+            &leaving,
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("DECOMMISSIONED"), "{text}");
     let out = std::process::Command::new(exe())
-        .args(["--om", &tc.cluster.om_address(), "admin", "datanode", "list"])
+        .args([
+            "--om",
+            &tc.cluster.om_address(),
+            "admin",
+            "datanode",
+            "list",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("OPERATIONAL") && text.contains("DECOMMISSIONED") && text.contains("IN_SERVICE"), "{text}");
+    assert!(
+        text.contains("OPERATIONAL")
+            && text.contains("DECOMMISSIONED")
+            && text.contains("IN_SERVICE"),
+        "{text}"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
@@ -269,7 +293,11 @@ async fn a_decommissioned_datanode_can_be_stopped_without_losing_a_key() {
     let mut all: Vec<(String, Vec<u8>)> = keys.iter().cloned().collect();
     let new_keys = written.lock().unwrap().clone();
     assert!(!new_keys.is_empty());
-    assert_eq!(blocks_on(&infos(&c, &new_keys).await, &leaving), 0, "a new key went to the leaving datanode");
+    assert_eq!(
+        blocks_on(&infos(&c, &new_keys).await, &leaving),
+        0,
+        "a new key went to the leaving datanode"
+    );
     all.extend(new_keys.iter().cloned());
     let replicas = check_fully_replicated(&tc.cluster, &c, 4, &all, &leaving).await;
     for (name, want) in &all {

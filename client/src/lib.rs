@@ -386,11 +386,10 @@ impl Client {
                 }
             })
             .await?;
-        r.datanode
-            .ok_or_else(|| ClientError::Rpc {
-                code: tonic::Code::Internal,
-                message: "the OM sent no datanode".into(),
-            })
+        r.datanode.ok_or_else(|| ClientError::Rpc {
+            code: tonic::Code::Internal,
+            message: "the OM sent no datanode".into(),
+        })
     }
 
     /// A datanode's state and the replicas that still depend on it.
@@ -410,7 +409,10 @@ impl Client {
     pub async fn replication_status(&self, top: u32) -> Result<ReplicationStatusResponse> {
         self.inner
             .om
-            .call(|mut om| async move { om.replication_status(ReplicationStatusRequest { top }).await })
+            .call(|mut om| async move {
+                om.replication_status(ReplicationStatusRequest { top })
+                    .await
+            })
             .await
     }
 

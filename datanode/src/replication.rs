@@ -168,7 +168,11 @@ impl Replicator {
             .map_err(Status::from)
     }
 
-    async fn copy(&self, id: BlockId, req: &ReplicateBlockRequest) -> Result<(u64, String), Status> {
+    async fn copy(
+        &self,
+        id: BlockId,
+        req: &ReplicateBlockRequest,
+    ) -> Result<(u64, String), Status> {
         match self.blocking(move |s| s.local_replica(&id)).await? {
             LocalReplica::Committed => {
                 // Reported bad by a reader, or asked again: check it first.
@@ -225,7 +229,9 @@ impl Replicator {
             Some(c) => c.clone(),
             None => {
                 let c = Endpoint::from_shared(format!("http://{address}"))
-                    .map_err(|_| Status::invalid_argument(format!("bad source address {address:?}")))?
+                    .map_err(|_| {
+                        Status::invalid_argument(format!("bad source address {address:?}"))
+                    })?
                     .connect_timeout(Duration::from_secs(3))
                     .timeout(Duration::from_secs(60))
                     .connect_lazy();

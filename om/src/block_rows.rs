@@ -97,14 +97,29 @@ impl OmStore {
             let (k, v) = row.map_err(meta)?;
             let key: KeyInfo = decode(v.value())?;
             let name = k.value().to_string();
-            rows_of(RowRef::Key(name.clone()), &key, format!("/{name}"), &mut out);
+            rows_of(
+                RowRef::Key(name.clone()),
+                &key,
+                format!("/{name}"),
+                &mut out,
+            );
         }
-        for row in txn.open_table(FS_FILES).map_err(meta)?.iter().map_err(meta)? {
+        for row in txn
+            .open_table(FS_FILES)
+            .map_err(meta)?
+            .iter()
+            .map_err(meta)?
+        {
             let (k, v) = row.map_err(meta)?;
             let (parent, name) = k.value();
             let key: KeyInfo = decode(v.value())?;
             let shown = format!("/{}/{}/…/{name}", key.volume, key.bucket);
-            rows_of(RowRef::File(parent, name.to_string()), &key, shown, &mut out);
+            rows_of(
+                RowRef::File(parent, name.to_string()),
+                &key,
+                shown,
+                &mut out,
+            );
         }
         for row in txn
             .open_table(crate::store::OPEN_KEYS)
@@ -148,7 +163,10 @@ impl OmStore {
             let mut keys = txn.open_table(crate::store::KEYS).map_err(meta)?;
             let mut files = txn.open_table(FS_FILES).map_err(meta)?;
             let stored = match row {
-                RowRef::Key(k) => keys.get(k.as_str()).map_err(meta)?.map(|v| v.value().to_vec()),
+                RowRef::Key(k) => keys
+                    .get(k.as_str())
+                    .map_err(meta)?
+                    .map(|v| v.value().to_vec()),
                 RowRef::File(p, n) => files
                     .get((*p, n.as_str()))
                     .map_err(meta)?

@@ -75,20 +75,56 @@ impl Metrics {
             self.replicas_deleted.clone(),
         );
         let gauges = [
-            ("under_replicated_blocks", "Blocks with too few healthy replicas", &self.under_replicated),
-            ("over_replicated_blocks", "Blocks with more replicas than their replication", &self.over_replicated),
-            ("mis_replicated_blocks", "Blocks with two replicas on one node", &self.mis_replicated),
-            ("missing_blocks", "Blocks with no healthy replica left", &self.missing),
-            ("replication_copies_in_flight", "Replica copies in flight", &self.copies_in_flight),
+            (
+                "under_replicated_blocks",
+                "Blocks with too few healthy replicas",
+                &self.under_replicated,
+            ),
+            (
+                "over_replicated_blocks",
+                "Blocks with more replicas than their replication",
+                &self.over_replicated,
+            ),
+            (
+                "mis_replicated_blocks",
+                "Blocks with two replicas on one node",
+                &self.mis_replicated,
+            ),
+            (
+                "missing_blocks",
+                "Blocks with no healthy replica left",
+                &self.missing,
+            ),
+            (
+                "replication_copies_in_flight",
+                "Replica copies in flight",
+                &self.copies_in_flight,
+            ),
         ];
         for (name, help, g) in gauges {
             r.register(name, help, g.clone());
         }
         let counters = [
-            ("replication_copies", "Replica copies done", &self.copies_done),
-            ("replication_copy_failures", "Replica copies that failed", &self.copies_failed),
-            ("replication_copied_bytes", "Bytes copied between datanodes", &self.bytes_copied),
-            ("replication_passes", "Passes of the replication manager", &self.replication_passes),
+            (
+                "replication_copies",
+                "Replica copies done",
+                &self.copies_done,
+            ),
+            (
+                "replication_copy_failures",
+                "Replica copies that failed",
+                &self.copies_failed,
+            ),
+            (
+                "replication_copied_bytes",
+                "Bytes copied between datanodes",
+                &self.bytes_copied,
+            ),
+            (
+                "replication_passes",
+                "Passes of the replication manager",
+                &self.replication_passes,
+            ),
         ];
         for (name, help, c) in counters {
             r.register(name, help, c.clone());

@@ -218,7 +218,10 @@ pub fn plan(
                     None,
                 ) => leaving.push(dn),
                 (OperationalState::Decommissioning | OperationalState::Decommissioned, _, why) => {
-                    problems.push(format!("{dn}: {}", why.unwrap_or("leaving and not healthy")));
+                    problems.push(format!(
+                        "{dn}: {}",
+                        why.unwrap_or("leaving and not healthy")
+                    ));
                     lost.push(dn);
                 }
                 (_, NodeState::Dead, _) => {
@@ -245,11 +248,12 @@ pub fn plan(
             plan.status.mis_replicated += 1;
         }
         let maint = maint_live.len() + maint_away.len();
-        let maint_counted = if good.len() + maint_live.len() >= (cfg.maintenance_minimum as usize).min(wanted) {
-            maint
-        } else {
-            0
-        };
+        let maint_counted =
+            if good.len() + maint_live.len() >= (cfg.maintenance_minimum as usize).min(wanted) {
+                maint
+            } else {
+                0
+            };
         let mut have = good.len() + unknown.len() + maint_counted;
         // Copies reported by datanodes the key does not list yet.
         let mut adopted: Vec<&str> = Vec::new();
@@ -311,22 +315,25 @@ pub fn plan(
                 });
             }
             if !sources.is_empty() && !in_flight.contains_key(&k) {
-                let target = repair_here.first().map(|d| (d.to_string(), true)).or_else(|| {
-                    let mut candidates: Vec<(&String, &NodeView)> = nodes
-                        .iter()
-                        .filter(|(id, n)| {
-                            n.usable()
-                                && !b.replicas.contains(id)
-                                && !names.contains(n.node_name.as_str())
-                                && !snap.pending_deletes.contains(&(id.to_string(), k.0, k.1))
-                        })
-                        .collect();
-                    // The first by rank, busy or not: a busy target makes the
-                    // block wait, so every OM (a restarted one too) asks the
-                    // same datanode and no copy is made twice.
-                    candidates.sort_by_key(|(id, _)| rank(k, id));
-                    candidates.first().map(|(id, _)| (id.to_string(), false))
-                });
+                let target = repair_here
+                    .first()
+                    .map(|d| (d.to_string(), true))
+                    .or_else(|| {
+                        let mut candidates: Vec<(&String, &NodeView)> = nodes
+                            .iter()
+                            .filter(|(id, n)| {
+                                n.usable()
+                                    && !b.replicas.contains(id)
+                                    && !names.contains(n.node_name.as_str())
+                                    && !snap.pending_deletes.contains(&(id.to_string(), k.0, k.1))
+                            })
+                            .collect();
+                        // The first by rank, busy or not: a busy target makes the
+                        // block wait, so every OM (a restarted one too) asks the
+                        // same datanode and no copy is made twice.
+                        candidates.sort_by_key(|(id, _)| rank(k, id));
+                        candidates.first().map(|(id, _)| (id.to_string(), false))
+                    });
                 let source_free = busy.get(&sources[0]).copied().unwrap_or(0) < cfg.limit;
                 if let Some((target, in_place)) = target
                     && source_free
@@ -419,6 +426,10 @@ pub fn plan(
     plan
 }
 
+/// What the last pass found: its counts, and per datanode the replicas
+/// listed on it and how many of those are still needed.
+type LastPass = (ReplicationStatusResponse, HashMap<String, (u64, u64)>);
+
 /// The running replication manager.
 pub struct ReplicationManager {
     store: Arc<OmStore>,
@@ -428,7 +439,7 @@ pub struct ReplicationManager {
     cfg: ReplicationConfig,
     tokens: Option<(ozone_common::token::TokenSigner, Duration)>,
     in_flight: Mutex<HashMap<BlockKey, InFlight>>,
-    status: Mutex<(ReplicationStatusResponse, HashMap<String, (u64, u64)>)>,
+    status: Mutex<LastPass>,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -542,8 +553,10 @@ impl ReplicationManager {
                 *busy.entry(f.target.clone()).or_default() += 1;
                 *busy.entry(f.source.clone()).or_default() += 1;
             }
-            let targets: HashMap<BlockKey, String> =
-                flights.iter().map(|(k, f)| (*k, f.target.clone())).collect();
+            let targets: HashMap<BlockKey, String> = flights
+                .iter()
+                .map(|(k, f)| (*k, f.target.clone()))
+                .collect();
             (targets, busy)
         };
         let unknown_is_dead = self.registry.age() > self.registry.dead_after();
@@ -562,7 +575,9 @@ impl ReplicationManager {
         });
         self.metrics.replication_passes.inc();
         let st = &plan.status;
-        self.metrics.under_replicated.set(st.under_replicated as i64);
+        self.metrics
+            .under_replicated
+            .set(st.under_replicated as i64);
         self.metrics.over_replicated.set(st.over_replicated as i64);
         self.metrics.mis_replicated.set(st.mis_replicated as i64);
         self.metrics.missing.set(st.missing as i64);
@@ -618,7 +633,9 @@ impl ReplicationManager {
         for c in plan.copies {
             self.start_copy(c, &nodes);
         }
-        self.metrics.copies_in_flight.set(self.flights().len() as i64);
+        self.metrics
+            .copies_in_flight
+            .set(self.flights().len() as i64);
         Ok(())
     }
 
@@ -683,7 +700,11 @@ impl ReplicationManager {
                 .tokens
                 .as_ref()
                 .map(|(signer, ttl)| {
-                    signer.sign(&c.id, "READ", ozone_common::now_ms() + ttl.as_millis() as u64)
+                    signer.sign(
+                        &c.id,
+                        "READ",
+                        ozone_common::now_ms() + ttl.as_millis() as u64,
+                    )
                 })
                 .unwrap_or_default(),
             size: c.size,
@@ -701,7 +722,8 @@ impl ReplicationManager {
                     me.replicas.add(&c.target, &c.id);
                     let s = me.store.clone();
                     let (id, dn) = (c.id, c.target.clone());
-                    let _ = tokio::task::spawn_blocking(move || s.clear_bad_replica(&id, &dn)).await;
+                    let _ =
+                        tokio::task::spawn_blocking(move || s.clear_bad_replica(&id, &dn)).await;
                     me.flights().remove(&k);
                 }
                 Err(e) if e.code() == tonic::Code::AlreadyExists => {
@@ -738,7 +760,11 @@ mod tests {
             .map(|i| {
                 (
                     format!("d{i}"),
-                    view(&format!("n{i}"), NodeState::Healthy, OperationalState::InService),
+                    view(
+                        &format!("n{i}"),
+                        NodeState::Healthy,
+                        OperationalState::InService,
+                    ),
                 )
             })
             .collect()
@@ -795,7 +821,17 @@ mod tests {
         r: &HashMap<String, Held>,
         bad: &HashSet<(u64, u64, String)>,
     ) -> Plan {
-        plan(s, n, r, bad, &HashMap::new(), &mut HashMap::new(), &cfg(), 60_000, true)
+        plan(
+            s,
+            n,
+            r,
+            bad,
+            &HashMap::new(),
+            &mut HashMap::new(),
+            &cfg(),
+            60_000,
+            true,
+        )
     }
 
     #[test]
@@ -848,7 +884,10 @@ mod tests {
     #[test]
     fn damaged_and_missing_replicas_are_replaced_in_place() {
         let n = nodes(3);
-        let s = snap(vec![block(1, &["d0", "d1", "d2"]), block(2, &["d0", "d1", "d2"])]);
+        let s = snap(vec![
+            block(1, &["d0", "d1", "d2"]),
+            block(2, &["d0", "d1", "d2"]),
+        ]);
         let mut r = reports(&[("d0", &[1, 2]), ("d1", &[1, 2]), ("d2", &[])]);
         r.get_mut("d0").unwrap().blocks.remove(&(1, 1));
         r.get_mut("d0").unwrap().damaged.insert((1, 1));
@@ -865,7 +904,10 @@ mod tests {
         let r = reports(&[("d0", &[1, 2]), ("d1", &[1, 2]), ("d2", &[1, 2])]);
         let p = run(&s, &n, &r, &bad);
         assert_eq!(p.copies.len(), 1);
-        assert_eq!((p.copies[0].id.local_id, p.copies[0].target.as_str()), (2, "d1"));
+        assert_eq!(
+            (p.copies[0].id.local_id, p.copies[0].target.as_str()),
+            (2, "d1")
+        );
     }
 
     #[test]
@@ -897,7 +939,13 @@ mod tests {
     fn excess_and_orphan_replicas_are_deleted() {
         let n = nodes(5);
         let s = snap(vec![block(1, &["d0", "d1", "d2", "d3"])]);
-        let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[1]), ("d3", &[1]), ("d4", &[1, 7, 5000])]);
+        let r = reports(&[
+            ("d0", &[1]),
+            ("d1", &[1]),
+            ("d2", &[1]),
+            ("d3", &[1]),
+            ("d4", &[1, 7, 5000]),
+        ]);
         let p = run(&s, &n, &r, &HashSet::new());
         assert_eq!(p.status.over_replicated, 1);
         assert_eq!(p.updates[0].new.len(), 3);
@@ -923,7 +971,10 @@ mod tests {
         let p = run(&s, &n, &r, &HashSet::new());
         assert!(p.copies.is_empty());
         assert_eq!(p.updates[0].new, ["d1", "d2", "d3"]);
-        assert!(p.updates[0].delete_on.is_empty(), "a leaving node keeps its data");
+        assert!(
+            p.updates[0].delete_on.is_empty(),
+            "a leaving node keeps its data"
+        );
         assert_eq!(p.decommissioned, ["d0"]);
     }
 

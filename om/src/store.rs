@@ -21,7 +21,8 @@ const CONTAINERS: TableDefinition<&str, u64> = TableDefinition::new("pipeline_co
 pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 pub(crate) const PENDING_DELETES: TableDefinition<(&str, u64, u64), u8> =
     TableDefinition::new("pending_deletes");
-pub(crate) const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> = TableDefinition::new("bad_replicas");
+pub(crate) const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> =
+    TableDefinition::new("bad_replicas");
 
 /// Errors of OM operations, mapped to gRPC codes by the service.
 #[derive(Debug, thiserror::Error)]

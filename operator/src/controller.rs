@@ -288,7 +288,11 @@ async fn plan_scale_down(
     let name = c.name_any();
     let om = format!("{name}-om.{ns}.svc:{}", builders::OM_PORT);
     let stopped = c.spec.cluster_operation.stopped;
-    let want = if stopped { 0 } else { c.spec.datanodes.replicas };
+    let want = if stopped {
+        0
+    } else {
+        c.spec.datanodes.replicas
+    };
     let current = current
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.replicas)
@@ -301,8 +305,15 @@ async fn plan_scale_down(
             decommissioned: decommissioned.to_vec(),
         }
     } else {
-        crate::decommission::scale_down(ctx.admin.as_ref(), &om, &name, current, want, decommissioned)
-            .await
+        crate::decommission::scale_down(
+            ctx.admin.as_ref(),
+            &om,
+            &name,
+            current,
+            want,
+            decommissioned,
+        )
+        .await
     };
     if let Some(why) = &plan.waiting {
         tracing::info!(cluster = %key(c), "{why}");

@@ -28,7 +28,11 @@ pub enum Decommission {
 pub trait DatanodeAdmin: Send + Sync {
     /// Asks the OM at `om` to decommission the datanode of `pod` (again: it
     /// is idempotent) and returns how far it is.
-    fn decommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<Decommission, String>>;
+    fn decommission<'a>(
+        &'a self,
+        om: &'a str,
+        pod: &'a str,
+    ) -> BoxFuture<'a, Result<Decommission, String>>;
     /// Returns the datanode of `pod` to service.
     fn recommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<(), String>>;
 }
@@ -38,7 +42,10 @@ pub trait DatanodeAdmin: Send + Sync {
 pub struct OmAdmin;
 
 impl OmAdmin {
-    async fn client(&self, om: &str) -> Result<OzoneManagerClient<tonic::transport::Channel>, String> {
+    async fn client(
+        &self,
+        om: &str,
+    ) -> Result<OzoneManagerClient<tonic::transport::Channel>, String> {
         let ch = tonic::transport::Endpoint::from_shared(format!("http://{om}"))
             .map_err(|e| format!("OM address {om}: {e}"))?
             .connect_timeout(Duration::from_secs(3))
@@ -71,30 +78,41 @@ impl OmAdmin {
 }
 
 impl DatanodeAdmin for OmAdmin {
-    fn decommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<Decommission, String>> {
+    fn decommission<'a>(
+        &'a self,
+        om: &'a str,
+        pod: &'a str,
+    ) -> BoxFuture<'a, Result<Decommission, String>> {
         Box::pin(async move {
             let mut c = self.client(om).await?;
-            Ok(match self.set(&mut c, pod, OperationalState::Decommissioning).await? {
-                None => Decommission::Unknown,
-                Some(s) if s == OperationalState::Decommissioned as i32 => Decommission::Done,
-                Some(_) => {
-                    let st = c
-                        .datanode_status(DatanodeStatusRequest {
-                            datanode: pod.to_string(),
-                        })
-                        .await
-                        .map_err(|s| format!("the OM: {}", s.message()))?
-                        .into_inner();
-                    Decommission::InProgress(st.needed_elsewhere)
-                }
-            })
+            Ok(
+                match self
+                    .set(&mut c, pod, OperationalState::Decommissioning)
+                    .await?
+                {
+                    None => Decommission::Unknown,
+                    Some(s) if s == OperationalState::Decommissioned as i32 => Decommission::Done,
+                    Some(_) => {
+                        let st = c
+                            .datanode_status(DatanodeStatusRequest {
+                                datanode: pod.to_string(),
+                            })
+                            .await
+                            .map_err(|s| format!("the OM: {}", s.message()))?
+                            .into_inner();
+                        Decommission::InProgress(st.needed_elsewhere)
+                    }
+                },
+            )
         })
     }
 
     fn recommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let mut c = self.client(om).await?;
-            self.set(&mut c, pod, OperationalState::InService).await.map(drop)
+            self.set(&mut c, pod, OperationalState::InService)
+                .await
+                .map(drop)
         })
     }
 }

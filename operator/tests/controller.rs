@@ -724,19 +724,39 @@ async fn scale_down_decommissions_first_and_scale_up_recommissions() {
     // StatefulSet keeps 4, the status says why, the OM is asked again soon.
     let fake = FakeOm::answering(Ok(Decommission::InProgress(12)));
     let (d, st, action) = reconcile_datanodes(&c, fake.clone(), 4).await;
-    assert_eq!(fake.calls(), [format!("decommission oz-datanode-3 at {om}")]);
+    assert_eq!(
+        fake.calls(),
+        [format!("decommission oz-datanode-3 at {om}")]
+    );
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4), "held at 4");
     let p = condition(&st, "Progressing");
-    assert_eq!((&p["status"], &p["reason"]), (&json!("True"), &json!("Decommissioning")));
-    assert!(p["message"].as_str().unwrap().contains("oz-datanode-3 (12 replicas still to copy)"), "{p}");
+    assert_eq!(
+        (&p["status"], &p["reason"]),
+        (&json!("True"), &json!("Decommissioning"))
+    );
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("oz-datanode-3 (12 replicas still to copy)"),
+        "{p}"
+    );
     assert_eq!(st["decommissionedPods"], json!(["oz-datanode-3"]));
     assert_eq!(condition(&st, "Degraded")["status"], "False");
-    assert_eq!(action, kube::runtime::controller::Action::requeue(Duration::from_secs(5)));
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(5))
+    );
     // The OM unreachable: still held, with its error.
     let fake = FakeOm::answering(Err("OM at oz-om.storage.svc:9862 unreachable".into()));
     let (d, st, _) = reconcile_datanodes(&c, fake, 4).await;
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4));
-    assert!(condition(&st, "Progressing")["message"].as_str().unwrap().contains("unreachable"));
+    assert!(
+        condition(&st, "Progressing")["message"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable")
+    );
     // DECOMMISSIONED: the StatefulSet goes down to 3.
     let fake = FakeOm::answering(Ok(Decommission::Done));
     let (d, st, _) = reconcile_datanodes(&c, fake.clone(), 4).await;
@@ -753,10 +773,14 @@ async fn scale_down_decommissions_first_and_scale_up_recommissions() {
     // Grown back over a decommissioned pod: it is returned to service.
     let mut back = c.clone();
     back.spec.datanodes.replicas = 4;
-    back.status = Some(serde_json::from_value(json!({"decommissionedPods": ["oz-datanode-3"]})).unwrap());
+    back.status =
+        Some(serde_json::from_value(json!({"decommissionedPods": ["oz-datanode-3"]})).unwrap());
     let fake = Arc::new(FakeOm::default());
     let (d, st, _) = reconcile_datanodes(&back, fake.clone(), 3).await;
-    assert_eq!(fake.calls(), [format!("recommission oz-datanode-3 at {om}")]);
+    assert_eq!(
+        fake.calls(),
+        [format!("recommission oz-datanode-3 at {om}")]
+    );
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(4));
     assert!(st.get("decommissionedPods").is_none(), "{st}");
 }

@@ -48,9 +48,18 @@ impl ReportLog {
         self.with(|r| {
             let later = std::mem::take(r);
             report.full = false;
-            later.replicas.into_iter().for_each(|id| add(&mut report, id));
-            later.removed.into_iter().for_each(|id| remove(&mut report, id));
-            later.damaged.into_iter().for_each(|id| damage(&mut report, id));
+            later
+                .replicas
+                .into_iter()
+                .for_each(|id| add(&mut report, id));
+            later
+                .removed
+                .into_iter()
+                .for_each(|id| remove(&mut report, id));
+            later
+                .damaged
+                .into_iter()
+                .for_each(|id| damage(&mut report, id));
             *r = report;
         });
     }
