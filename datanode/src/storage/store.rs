@@ -133,8 +133,9 @@ impl BlockStore {
         &self.reports
     }
 
-    /// A full replica report: every committed replica, the damaged ones
-    /// apart. Pending incremental changes are dropped (this replaces them).
+    /// A full replica report: every durable replica (committed, or synced
+    /// by hsync: a recovered file ends there), the damaged ones apart.
+    /// Pending incremental changes are dropped (this replaces them).
     pub fn full_report(&self) -> Result<ozone_proto::ReplicaReport, StorageError> {
         self.reports.clear();
         let damaged: std::collections::HashSet<BlockKey> =
@@ -143,13 +144,14 @@ impl BlockStore {
             full: true,
             ..Default::default()
         };
-        for id in self.list_committed()? {
+        self.meta.for_each(|b| {
+            let Some(id) = b.id else { return };
             if damaged.contains(&key_of(&id)) {
                 report.damaged.push(id);
             } else {
                 report.replicas.push(id);
             }
-        }
+        })?;
         Ok(report)
     }
 
@@ -447,6 +449,7 @@ impl BlockStore {
         self.persist(key, &open, block, false)?;
         // Readers see the new length from now on.
         self.committed.write().expect("lock").remove(&key);
+        self.reports.added(*id);
         Ok(block.size)
     }
 
@@ -873,6 +876,50 @@ mod tests {
             s.sync_block(&block(vec![chunk(&ck, 0, &data[..32])])),
             Err(StorageError::AlreadyCommitted(4, 2))
         ));
+    }
+
+    #[test]
+    fn replica_reports_and_local_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 16).unwrap();
+        let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
+        let id = |l| BlockId {
+            container_id: 9,
+            local_id: l,
+            commit_seq: 0,
+        };
+        let data = [7u8; 48];
+        let c = chunk(&ck, 0, &data);
+        let block = |l| BlockData {
+            id: Some(id(l)),
+            chunks: vec![c.clone()],
+            size: 48,
+            committed: false,
+        };
+        assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Absent);
+        for l in 1..=3 {
+            s.write_chunk(&id(l), &c, &data, true).unwrap();
+        }
+        assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Uncommitted);
+        s.put_block(&block(1)).unwrap();
+        s.put_block(&block(2)).unwrap();
+        s.sync_block(&block(3)).unwrap();
+        assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Committed);
+        s.quarantine(&id(2), "test");
+        assert_eq!(s.local_replica(&id(2)).unwrap(), LocalReplica::Quarantined);
+        let inc = s.reports().take();
+        assert_eq!(inc.replicas, [id(1), id(3)]);
+        assert_eq!(inc.damaged, [id(2)]);
+        s.delete(&[id(1)]).unwrap();
+        assert_eq!(s.reports().take().removed, [id(1)]);
+        s.write_chunk(&id(4), &c, &data, true).unwrap();
+        // Full: committed and synced replicas, damaged apart; an open
+        // block is not a replica yet.
+        let full = s.full_report().unwrap();
+        assert!(full.full);
+        assert_eq!(full.replicas, [id(3)]);
+        assert_eq!(full.damaged, [id(2)]);
+        assert!(s.reports().take().replicas.is_empty());
     }
 
     #[test]
