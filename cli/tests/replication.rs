@@ -374,3 +374,32 @@ async fn an_om_restart_during_re_replication_repeats_no_copy() {
     }
     assert_eq!(made, lost as u64, "each lost replica copied exactly once");
 }
+
+/// A datanode away for less than the dead interval (a node drain, a pod
+/// rescheduled with its volume) comes back with its replicas: nothing is
+/// copied and nothing is trimmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datanode_back_within_the_dead_interval_costs_no_copy() {
+    let mut conf = FAST_REPAIR.to_vec();
+    conf.push("ozone.scm.block.size=256KB");
+    // Dead only after 8 s: the restart below takes about 2.
+    conf.push("ozone.scm.dead.node.interval=8s");
+    let mut tc = cluster(4, &conf).await;
+    let c = client(&tc.cluster, None, &[]);
+    bucket(&c).await;
+    let keys = write_keys(&c, "k", 20).await;
+    let away = tc.cluster.datanode_id(2).unwrap();
+    let held = blocks_on(&infos(&c, &keys).await, &away);
+    assert!(held > 0);
+    tc.cluster.kill_datanode(2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tc.cluster.start_datanode(2).await.unwrap();
+    // Several passes after it is back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let st = c.replication_status(5).await.unwrap();
+    assert!(st.last_pass_ms > 0);
+    assert_eq!((st.copies_done, st.copies_in_flight), (0, 0), "{st:?}");
+    assert_eq!(st.under_replicated, 0, "{st:?}");
+    assert_eq!(blocks_on(&infos(&c, &keys).await, &away), held);
+    check_fully_replicated(&tc.cluster, &c, 4, &keys, "none").await;
+}
