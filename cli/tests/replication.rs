@@ -183,6 +183,23 @@ async fn a_datanode_lost_for_good_has_its_replicas_restored() {
         reads.load(Ordering::Relaxed)
     );
     assert_eq!(st.copies_done as usize, lost, "one copy per lost replica");
+    let out = std::process::Command::new(exe())
+        .args([
+            "--om",
+            &tc.cluster.om_address(),
+            "admin",
+            "replication",
+            "status",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("under-replicated:   0"), "{text}");
+    assert!(
+        text.contains(&format!("copies done:        {lost}")),
+        "{text}"
+    );
     assert!(reads.load(Ordering::Relaxed) > 0);
     // The dead datanode is listed as such.
     let dns = c.list_datanodes().await.unwrap();
