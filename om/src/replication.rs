@@ -381,7 +381,12 @@ pub fn plan(
                 .filter(|r| keep.contains(&r.as_str()))
                 .cloned()
                 .collect();
-            listed.extend(adopted.iter().map(|d| d.to_string()));
+            listed.extend(
+                adopted
+                    .iter()
+                    .filter(|d| keep.contains(d))
+                    .map(|d| d.to_string()),
+            );
             if listed != b.replicas {
                 new_list = listed;
             }

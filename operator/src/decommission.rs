@@ -46,12 +46,14 @@ impl OmAdmin {
         &self,
         om: &str,
     ) -> Result<OzoneManagerClient<tonic::transport::Channel>, String> {
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{om}"))
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{om}"))
             .map_err(|e| format!("OM address {om}: {e}"))?
             .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .connect()
+            .timeout(Duration::from_secs(10));
+        // The bound covers the name lookup too: a reconcile never hangs on it.
+        let ch = tokio::time::timeout(Duration::from_secs(5), endpoint.connect())
             .await
+            .map_err(|_| format!("OM at {om} unreachable: no connection within 5 s"))?
             .map_err(|e| format!("OM at {om} unreachable: {e}"))?;
         Ok(OzoneManagerClient::new(ch))
     }
