@@ -43,6 +43,7 @@ diagnostics() {
   {
     kubectl get oz,sts,pods,pvc,pdb -A -o wide || true
     kubectl get oz -A -o yaml || true
+    kubectl get sts -A -o yaml || true
     kubectl get events -A --sort-by=.lastTimestamp | tail -40 || true
   } > "$work/diagnostics.txt" 2>&1
   echo "--- diagnostics in $work/diagnostics.txt; operator log tail:"

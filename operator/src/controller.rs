@@ -50,6 +50,8 @@ pub const TEMPLATE_HASH: &str = "ozone-rs.io/template-hash";
 const RESYNC: Duration = Duration::from_secs(300);
 /// Requeue interval while a change is in progress.
 const PROGRESS: Duration = Duration::from_secs(30);
+/// Longest a reconcile may take before it is given up and retried.
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Requeue interval while datanodes are decommissioned for a scale-down.
 const DECOMMISSION_POLL: Duration = Duration::from_secs(5);
 /// Longest backoff after failures.
@@ -72,6 +74,10 @@ pub enum Error {
     /// The API server refused some objects (the others were applied).
     #[error("applying: {0}")]
     Apply(String),
+    /// A reconcile did not finish in time (an API call or the OM hung):
+    /// given up and retried, so one stuck call never stalls the cluster.
+    #[error("reconcile did not finish within {0:?}")]
+    Timeout(Duration),
 }
 
 impl Error {
@@ -82,6 +88,7 @@ impl Error {
             Error::Api(_) => "api",
             Error::NoNamespace => "no_namespace",
             Error::Apply(_) => "apply",
+            Error::Timeout(_) => "timeout",
         }
     }
 }
@@ -135,7 +142,10 @@ fn key(c: &OzoneCluster) -> String {
 pub async fn reconcile(c: Arc<OzoneCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let t = Instant::now();
     ctx.metrics.reconciles.inc();
-    let r = reconcile_inner(&c, &ctx).await;
+    let r = match tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_inner(&c, &ctx)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Timeout(RECONCILE_TIMEOUT)),
+    };
     ctx.metrics.duration.observe(t.elapsed().as_secs_f64());
     if r.is_ok() {
         ctx.failures().remove(&key(&c));
@@ -164,6 +174,7 @@ pub fn backoff(n: u32) -> Duration {
 }
 
 async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Error> {
+    tracing::debug!(cluster = %key(c), generation = ?c.metadata.generation, "reconciling");
     if c.meta().deletion_timestamp.is_some() {
         // Owner references hand everything to the garbage collector.
         return Ok(Action::await_change());
