@@ -145,8 +145,7 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
 /// reader reports a bad replica too, and the repair could beat the scan.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_replicas_are_found_by_the_scanner_and_repaired() {
-    let mut conf = FAST_REPAIR.to_vec();
-    conf.extend([
+    let conf = fast_repair(&[
         "hdds.container.scrub.data.scan.interval=1s",
         "hdds.container.scrub.volume.bytes.per.second=200MB",
     ]);
@@ -285,9 +284,7 @@ async fn read_all(c: &ozone_client::Client, name: &str) -> Vec<u8> {
 /// manager has the datanode check it and replace it with a verified copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_replica_a_reader_reports_is_repaired() {
-    let mut conf = FAST_REPAIR.to_vec();
-    conf.push("hdds.container.scrub.enabled=false");
-    let tc = cluster(3, &conf).await;
+    let tc = cluster(3, &fast_repair(&["hdds.container.scrub.enabled=false"])).await;
     let sockets = format!(
         "ozone.domain.socket.path={}",
         tc.cluster.socket_dir(0).display()
@@ -317,4 +314,41 @@ async fn a_bad_replica_a_reader_reports_is_repaired() {
     let st = c.replication_status(5).await.unwrap();
     assert_eq!(st.copies_done, 1, "{st:?}");
     assert!(read_all(&c, "k").await == want);
+}
+
+/// A replica a reader reports bad is listed last to every later reader
+/// until it is repaired (here the replication manager does not run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reported_replica_is_listed_last() {
+    let conf = fast_repair(&[
+        "hdds.container.scrub.enabled=false",
+        "hdds.scm.replication.thread.interval=1h",
+    ]);
+    let tc = cluster(3, &conf).await;
+    let sockets = format!(
+        "ozone.domain.socket.path={}",
+        tc.cluster.socket_dir(0).display()
+    );
+    let c = client(&tc.cluster, Some("node1"), &[sockets.as_str()]);
+    c.create_volume("vol").await.unwrap();
+    c.create_bucket("vol", "bucket").await.unwrap();
+    let want = data::bytes(6, 100_000);
+    let k = put(&c, "k", &want, 1 << 20).await;
+    let node1 = tc.cluster.datanode_id(0).unwrap();
+    assert_eq!(k.blocks[0].replicas[0].id, node1, "written local-first");
+    let f = block_file(&tc.cluster, 0, &k.blocks[0].block.unwrap());
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+        file.write_all_at(&[want[50_000] ^ 1], 50_000).unwrap();
+    }
+    assert!(read_all(&c, "k").await == want);
+    let info = c.key_info("vol", "bucket", "k").await.unwrap();
+    let ids: Vec<&str> = info.blocks[0]
+        .replicas
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[2], node1, "{ids:?}");
 }

@@ -151,9 +151,7 @@ async fn http_of(c: &Client) -> HashMap<String, String> {
 /// throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datanode_lost_for_good_has_its_replicas_restored() {
-    let mut conf = FAST_REPAIR.to_vec();
-    conf.push("ozone.scm.block.size=256KB");
-    let mut tc = cluster(4, &conf).await;
+    let mut tc = cluster(4, &fast_repair(&["ozone.scm.block.size=256KB"])).await;
     let c = client(&tc.cluster, None, &[]);
     bucket(&c).await;
     let keys = Arc::new(write_keys(&c, "k", 60).await);
@@ -183,18 +181,10 @@ async fn a_datanode_lost_for_good_has_its_replicas_restored() {
         reads.load(Ordering::Relaxed)
     );
     assert_eq!(st.copies_done as usize, lost, "one copy per lost replica");
-    let out = std::process::Command::new(exe())
-        .args([
-            "--om",
-            &tc.cluster.om_address(),
-            "admin",
-            "replication",
-            "status",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = ozone_ok(
+        &tc.cluster.om_address(),
+        &["admin", "replication", "status"],
+    );
     assert!(text.contains("under-replicated:   0"), "{text}");
     assert!(
         text.contains(&format!("copies done:        {lost}")),
@@ -271,30 +261,10 @@ async fn a_decommissioned_datanode_can_be_stopped_without_losing_a_key() {
     }
     let took = start.elapsed();
     // The CLI shows it.
-    let out = std::process::Command::new(exe())
-        .args([
-            "--om",
-            &tc.cluster.om_address(),
-            "admin",
-            "datanode",
-            "status",
-            &leaving,
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let om = tc.cluster.om_address();
+    let text = ozone_ok(&om, &["admin", "datanode", "status", &leaving]);
     assert!(text.contains("DECOMMISSIONED"), "{text}");
-    let out = std::process::Command::new(exe())
-        .args([
-            "--om",
-            &tc.cluster.om_address(),
-            "admin",
-            "datanode",
-            "list",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = ozone_ok(&om, &["admin", "datanode", "list"]);
     assert!(
         text.contains("OPERATIONAL")
             && text.contains("DECOMMISSIONED")
@@ -334,10 +304,11 @@ async fn a_decommissioned_datanode_can_be_stopped_without_losing_a_key() {
 /// of another datanode), and every block ends fully replicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_om_restart_during_re_replication_repeats_no_copy() {
-    let mut conf = FAST_REPAIR.to_vec();
-    conf.push("ozone.scm.block.size=256KB");
-    conf.push("hdds.datanode.replication.bytes.per.second=1MB");
-    conf.push("hdds.scm.replication.datanode.replication.limit=4");
+    let conf = fast_repair(&[
+        "ozone.scm.block.size=256KB",
+        "hdds.datanode.replication.bytes.per.second=1MB",
+        "hdds.scm.replication.datanode.replication.limit=4",
+    ]);
     let mut tc = cluster(4, &conf).await;
     let c = client(&tc.cluster, None, &[]);
     bucket(&c).await;
@@ -397,10 +368,11 @@ async fn an_om_restart_during_re_replication_repeats_no_copy() {
 /// copied and nothing is trimmed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datanode_back_within_the_dead_interval_costs_no_copy() {
-    let mut conf = FAST_REPAIR.to_vec();
-    conf.push("ozone.scm.block.size=256KB");
-    // Dead only after 8 s: the restart below takes about 2.
-    conf.push("ozone.scm.dead.node.interval=8s");
+    let conf = fast_repair(&[
+        "ozone.scm.block.size=256KB",
+        // Dead only after 8 s: the restart below takes about 2.
+        "ozone.scm.dead.node.interval=8s",
+    ]);
     let mut tc = cluster(4, &conf).await;
     let c = client(&tc.cluster, None, &[]);
     bucket(&c).await;

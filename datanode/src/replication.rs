@@ -269,9 +269,18 @@ impl Replicator {
             )));
         }
         let mut copied = 0u64;
-        let mut buf: Vec<u8> = Vec::new();
-        for chunk in &data.chunks {
-            buf.clear();
+        // The chunk records as a client sends them (the fine checksums are
+        // the target's to derive).
+        let chunks: Vec<ozone_proto::ChunkInfo> = data
+            .chunks
+            .iter()
+            .map(|c| ozone_proto::ChunkInfo {
+                fine_checksum: None,
+                ..c.clone()
+            })
+            .collect();
+        for chunk in &chunks {
+            let mut pieces: Vec<bytes::Bytes> = Vec::new();
             let mut at = chunk.offset;
             let end = chunk.offset + chunk.len;
             while at < end {
@@ -295,32 +304,24 @@ impl Replicator {
                         piece.data_offset
                     )));
                 }
-                buf.extend_from_slice(&piece.data);
+                pieces.push(piece.data);
                 at += n;
             }
-            let mut record = chunk.clone();
-            record.fine_checksum = None;
-            let bytes = std::mem::take(&mut buf);
+            // One piece is written as received; several are joined once.
+            let bytes = match pieces.len() {
+                1 => pieces.pop().expect("one piece"),
+                _ => pieces.concat().into(),
+            };
+            let record = chunk.clone();
             // Checked against the chunk's checksums on arrival.
-            buf = self
-                .blocking(move |s| {
-                    s.write_chunk(&id, &record, &bytes, true)?;
-                    Ok(bytes)
-                })
+            self.blocking(move |s| s.write_chunk(&id, &record, &bytes, true))
                 .await?;
             copied += chunk.len;
             self.metrics.replication_bytes.inc_by(chunk.len);
         }
         let block = BlockData {
             id: Some(id),
-            chunks: data
-                .chunks
-                .iter()
-                .map(|c| ozone_proto::ChunkInfo {
-                    fine_checksum: None,
-                    ..c.clone()
-                })
-                .collect(),
+            chunks,
             size: data.size,
             committed: false,
         };

@@ -10,6 +10,7 @@ use prost::Message;
 use redb::{ReadableDatabase, ReadableTable};
 
 use crate::fs::FS_FILES;
+use crate::replica_map::key_of;
 use crate::store::{OmError, OmStore, decode, meta};
 
 /// Where a block's replica list is stored.
@@ -51,10 +52,6 @@ pub struct BlockSnapshot {
     pub pending_deletes: HashSet<(String, u64, u64)>,
     /// Block local ids below this were allocated before the snapshot.
     pub allocated_below: u64,
-}
-
-fn key_of(id: &BlockId) -> (u64, u64) {
-    (id.container_id, id.local_id)
 }
 
 fn rows_of(row: RowRef, key: &KeyInfo, shown: String, out: &mut BlockSnapshot) {

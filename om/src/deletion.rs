@@ -3,21 +3,21 @@
 //! for each healthy datanode in DeleteBlocks calls and drops them from the
 //! queue once confirmed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::{DeleteBlocksRequest, NodeState};
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
 
+use crate::dn_channels::DatanodeChannels;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::OmStore;
 
 /// Blocks per DeleteBlocks call.
 const BATCH: usize = 1000;
+/// Longest wait for one DeleteBlocks call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Purge batches per round.
 const PURGE_ROUNDS: usize = 50;
 
@@ -26,10 +26,10 @@ pub async fn run(
     store: Arc<OmStore>,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
+    channels: Arc<DatanodeChannels>,
     interval: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut channels: HashMap<String, Channel> = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
@@ -64,23 +64,13 @@ pub async fn run(
             else {
                 continue;
             };
-            let ch = match channels.get(&d.address) {
-                Some(c) => c.clone(),
-                None => match Endpoint::from_shared(format!("http://{}", d.address)) {
-                    Ok(e) => {
-                        let c = e
-                            .connect_timeout(Duration::from_secs(3))
-                            .timeout(Duration::from_secs(30))
-                            .connect_lazy();
-                        channels.insert(d.address.clone(), c.clone());
-                        c
-                    }
-                    Err(_) => continue,
-                },
+            let Some(mut dn_client) = channels.client(&d.address) else {
+                continue;
             };
-            match DatanodeClient::new(ch)
-                .delete_blocks(DeleteBlocksRequest { blocks })
+            let call = dn_client.delete_blocks(DeleteBlocksRequest { blocks });
+            match tokio::time::timeout(CALL_TIMEOUT, call)
                 .await
+                .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer within 30 s")))
             {
                 Ok(r) => {
                     let deleted = r.into_inner().deleted;
@@ -92,7 +82,7 @@ pub async fn run(
                 }
                 Err(e) => {
                     tracing::warn!(datanode = %dn, "DeleteBlocks failed: {}", e.message());
-                    channels.remove(&d.address);
+                    channels.forget(&d.address);
                 }
             }
         }

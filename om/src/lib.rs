@@ -5,6 +5,7 @@
 pub mod block_rows;
 pub mod cmd;
 pub mod deletion;
+pub mod dn_channels;
 pub mod fs;
 pub mod group_commit;
 pub mod metrics;

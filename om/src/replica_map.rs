@@ -11,7 +11,8 @@ use ozone_proto::{BlockId, ReplicaReport};
 /// A block as (container id, local id).
 pub type BlockKey = (u64, u64);
 
-fn key(id: &BlockId) -> BlockKey {
+/// The key of a block id.
+pub fn key_of(id: &BlockId) -> BlockKey {
     (id.container_id, id.local_id)
 }
 
@@ -48,8 +49,8 @@ impl ReplicaMap {
         let mut nodes = self.lock();
         if report.full {
             let mut held = Held::default();
-            held.blocks.extend(report.replicas.iter().map(key));
-            held.damaged.extend(report.damaged.iter().map(key));
+            held.blocks.extend(report.replicas.iter().map(key_of));
+            held.damaged.extend(report.damaged.iter().map(key_of));
             nodes.insert(dn.to_string(), held);
             return true;
         }
@@ -57,16 +58,16 @@ impl ReplicaMap {
             return false;
         };
         for id in &report.replicas {
-            held.blocks.insert(key(id));
-            held.damaged.remove(&key(id));
+            held.blocks.insert(key_of(id));
+            held.damaged.remove(&key_of(id));
         }
         for id in &report.removed {
-            held.blocks.remove(&key(id));
-            held.damaged.remove(&key(id));
+            held.blocks.remove(&key_of(id));
+            held.damaged.remove(&key_of(id));
         }
         for id in &report.damaged {
-            held.blocks.remove(&key(id));
-            held.damaged.insert(key(id));
+            held.blocks.remove(&key_of(id));
+            held.damaged.insert(key_of(id));
         }
         true
     }
@@ -74,8 +75,8 @@ impl ReplicaMap {
     /// Records that `dn` now holds `id` (a copy it confirmed).
     pub fn add(&self, dn: &str, id: &BlockId) {
         if let Some(h) = self.lock().get_mut(dn) {
-            h.blocks.insert(key(id));
-            h.damaged.remove(&key(id));
+            h.blocks.insert(key_of(id));
+            h.damaged.remove(&key_of(id));
         }
     }
 

@@ -25,18 +25,17 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::{
     BlockHealth, BlockId, NodeState, OperationalState, ReplicateBlockRequest,
     ReplicationStatusResponse,
 };
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::block_rows::{BlockSnapshot, RowRef};
+use crate::dn_channels::DatanodeChannels;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::replica_map::{BlockKey, Held, ReplicaMap};
+use crate::replica_map::{BlockKey, Held, ReplicaMap, key_of};
 use crate::store::OmStore;
 
 /// Replication manager settings.
@@ -135,10 +134,6 @@ struct InFlight {
     started: Instant,
 }
 
-fn key(id: &BlockId) -> BlockKey {
-    (id.container_id, id.local_id)
-}
-
 /// Rendezvous order of datanodes for a block: stable across passes and
 /// restarts, spread across blocks.
 fn rank(k: BlockKey, dn: &str) -> u64 {
@@ -168,7 +163,7 @@ pub fn plan(
     let mut at_risk: Vec<BlockHealth> = Vec::new();
     let grace = cfg.report_grace.as_millis() as u64;
     for b in &snap.blocks {
-        let k = key(&b.id);
+        let k = key_of(&b.id);
         let wanted = b.replication as usize;
         let old_enough = now_ms.saturating_sub(b.committed_ms) > grace;
         // Replicas by what they are worth.
@@ -445,7 +440,7 @@ pub struct ReplicationManager {
     tokens: Option<(ozone_common::token::TokenSigner, Duration)>,
     in_flight: Mutex<HashMap<BlockKey, InFlight>>,
     status: Mutex<LastPass>,
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: Arc<DatanodeChannels>,
 }
 
 impl ReplicationManager {
@@ -457,6 +452,7 @@ impl ReplicationManager {
         metrics: Arc<Metrics>,
         cfg: ReplicationConfig,
         tokens: Option<(ozone_common::token::TokenSigner, Duration)>,
+        channels: Arc<DatanodeChannels>,
     ) -> Self {
         Self {
             store,
@@ -467,7 +463,7 @@ impl ReplicationManager {
             tokens,
             in_flight: Mutex::new(HashMap::new()),
             status: Mutex::new(Default::default()),
-            channels: Mutex::new(HashMap::new()),
+            channels,
         }
     }
 
@@ -661,31 +657,14 @@ impl ReplicationManager {
         .map_err(|e| crate::store::OmError::Meta(e.to_string()))?
     }
 
-    fn client(&self, address: &str) -> Option<DatanodeClient<Channel>> {
-        let mut map = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let ch = match map.get(address) {
-            Some(c) => c.clone(),
-            None => {
-                let c = Endpoint::from_shared(format!("http://{address}"))
-                    .ok()?
-                    .connect_timeout(Duration::from_secs(3))
-                    .timeout(self.cfg.timeout)
-                    .connect_lazy();
-                map.insert(address.to_string(), c.clone());
-                c
-            }
-        };
-        Some(DatanodeClient::new(ch))
-    }
-
     fn start_copy(self: &Arc<Self>, c: Copy, nodes: &HashMap<String, NodeView>) {
         let Some(target) = nodes.get(&c.target) else {
             return;
         };
-        let Some(mut client) = self.client(&target.address) else {
+        let Some(mut client) = self.channels.client(&target.address) else {
             return;
         };
-        let k = key(&c.id);
+        let k = key_of(&c.id);
         self.flights().insert(
             k,
             InFlight {
@@ -716,8 +695,13 @@ impl ReplicationManager {
         };
         tracing::debug!(block = %c.id.display(), target = %c.target, in_place = c.in_place, healthy = c.healthy, "copy asked");
         let me = self.clone();
+        let target_address = target.address.clone();
         tokio::spawn(async move {
-            match client.replicate_block(req).await {
+            let address = target_address;
+            let answer = tokio::time::timeout(me.cfg.timeout, client.replicate_block(req))
+                .await
+                .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time")));
+            match answer {
                 Ok(r) => {
                     let r = r.into_inner();
                     if r.copied > 0 || !r.source.is_empty() {
@@ -736,6 +720,9 @@ impl ReplicationManager {
                     // before a restart): wait for its report.
                 }
                 Err(e) => {
+                    if e.code() == tonic::Code::Unavailable {
+                        me.channels.forget(&address);
+                    }
                     me.metrics.copies_failed.inc();
                     tracing::warn!(block = %c.id.display(), target = %c.target, "copy failed: {}", e.message());
                     me.flights().remove(&k);
@@ -793,7 +780,7 @@ mod tests {
 
     fn snap(blocks: Vec<BlockRow>) -> BlockSnapshot {
         BlockSnapshot {
-            referenced: blocks.iter().map(|b| key(&b.id)).collect(),
+            referenced: blocks.iter().map(|b| key_of(&b.id)).collect(),
             allocated_below: 1000,
             blocks,
             ..Default::default()

@@ -145,6 +145,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         None => None,
     };
     let replicas = Arc::new(crate::replica_map::ReplicaMap::default());
+    let channels = Arc::new(crate::dn_channels::DatanodeChannels::default());
     let replication = Arc::new(crate::replication::ReplicationManager::new(
         store.clone(),
         registry.clone(),
@@ -152,6 +153,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         metrics.clone(),
         cfg.replication,
         tokens.clone(),
+        channels.clone(),
     ));
     let svc = OmService::new(
         store.clone(),
@@ -174,6 +176,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         store,
         registry,
         metrics,
+        channels,
         cfg.deletion_interval,
         rx,
     ));

@@ -122,3 +122,25 @@ pub const FAST_REPAIR: &[&str] = &[
     "ozone.scm.dead.node.interval=5s",
     "hdds.scm.replication.thread.interval=1s",
 ];
+
+/// `FAST_REPAIR`, then `extra` (a later key overrides an earlier one).
+pub fn fast_repair(extra: &[&'static str]) -> Vec<&'static str> {
+    FAST_REPAIR.iter().chain(extra).copied().collect()
+}
+
+/// Runs `ozone --om OM ARGS...`, asserting it succeeds; its standard output.
+pub fn ozone_ok(om: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(exe())
+        .arg("--om")
+        .arg(om)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "ozone {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
