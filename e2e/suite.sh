@@ -123,6 +123,12 @@ operator_stop() { # signal
   fi
   [ -n "$operator_pid" ] || return 0
   kill "-$1" "$operator_pid" 2>/dev/null || true
+  # Bounded: SIGKILL after 30 s.
+  local end=$((SECONDS + 30))
+  while kill -0 "$operator_pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$operator_pid/stat" 2>/dev/null)" != Z ]; do
+    if [ $SECONDS -ge $end ]; then kill -KILL "$operator_pid" 2>/dev/null || true; break; fi
+    sleep 0.1
+  done
   wait "$operator_pid" 2>/dev/null || true
   operator_pid=""
 }
@@ -347,7 +353,7 @@ grep -q "dataHostPath cannot be changed" <<< "$out" || die "$out"
 ok
 
 # The production example is done with; its claims stay (Retain).
-kubectl delete oz ozone-prod -n "$ns" --wait >/dev/null
+kubectl delete oz ozone-prod -n "$ns" --wait --timeout 120s >/dev/null
 
 # --- 5. edits -----------------------------------------------------------------
 uids() { kubectl get pods -n "$ns" -l "$(dn_selector "$1")" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort; }
@@ -496,7 +502,7 @@ ok "$target drained in ${took}s"
 # --- 7. deletion ------------------------------------------------------------------
 step "deleting a cluster: the garbage collector removes the children; claims follow volumeDeletionPolicy"
 jp pvc data-ozone-one-datanode-0 -n "$ns" -o name | grep -q . || die "ozone-one has no datanode claim"
-kubectl delete oz ozone-one -n "$ns" --wait >/dev/null
+kubectl delete oz ozone-one -n "$ns" --wait --timeout 120s >/dev/null
 wait_until 120 "ozone-one's children gone" bash -c "[ -z \"\$(kubectl get cm,svc,sts,pdb,pods -n $ns -l app.kubernetes.io/instance=ozone-one -o name)\" ]"
 wait_until 120 "ozone-one's claims gone (Delete)" bash -c "[ -z \"\$(kubectl get pvc -n $ns -o name | grep ozone-one)\" ]"
 jp pvc data-ozone-prod-om-0 -n "$ns" -o name | grep -q . || die "ozone-prod's claim went (Retain)"

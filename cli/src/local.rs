@@ -126,7 +126,7 @@ impl LocalCluster {
         c.wait_healthy(c.spec.datanodes, Duration::from_secs(30))
             .await?;
         let env = format!(
-            "OZONE_OM_ADDRESS={}\nOZONE_LOCAL_CLUSTER_DIR={}\n",
+            "export OZONE_OM_ADDRESS={}\nexport OZONE_LOCAL_CLUSTER_DIR={}\n",
             c.om_address(),
             c.spec.dir.display()
         );
@@ -509,8 +509,10 @@ impl LocalCluster {
         }
     }
 
-    /// Stops every process with SIGTERM (SIGKILL after 10 s).
+    /// Stops every process with SIGTERM (SIGKILL after 10 s) and removes
+    /// `cluster.env`, so a later `source` cannot point at a dead OM.
     pub async fn stop(mut self) {
+        let _ = std::fs::remove_file(self.spec.dir.join("cluster.env"));
         for (_, _, c) in &mut self.sidecars {
             if let Some(mut c) = c.take() {
                 Self::term(&mut c).await;

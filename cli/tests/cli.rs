@@ -10,11 +10,12 @@ use std::time::Duration;
 use common::exe;
 use ozone_cli::data;
 
-/// Runs `ozone` with the `KEY=VALUE` lines of `env` (a cluster.env).
+/// Runs `ozone` with the `export KEY=VALUE` lines of `env` (a cluster.env).
 fn ozone(env: &str, args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(exe());
     cmd.args(args).env_remove("NODE_NAME");
     for line in env.lines() {
+        let line = line.strip_prefix("export ").unwrap();
         let (k, v) = line.split_once('=').unwrap();
         cmd.env(k, v);
     }
@@ -70,7 +71,7 @@ fn local_up(dir: &std::path::Path, datanodes: usize) -> (Up, String) {
         .to_string();
     let env = std::fs::read_to_string(cluster_dir.join("cluster.env")).unwrap();
     assert!(
-        env.starts_with(&format!("OZONE_OM_ADDRESS={om}\n")),
+        env.starts_with(&format!("export OZONE_OM_ADDRESS={om}\n")),
         "{env}"
     );
     assert!(env.contains("OZONE_LOCAL_CLUSTER_DIR="), "{env}");
@@ -83,7 +84,23 @@ fn local_up_then_shell_round_trips_50_mib() {
     let (mut up, env) = local_up(dir.path(), 3);
     let om = env.as_str();
 
-    ok(om, &["sh", "volume", "create", "/vol1"]);
+    // What the README does: `source cluster.env` in a shell, then `ozone`
+    // as a child of that shell finds the OM with no flag.
+    let sourced = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "unset OZONE_OM_ADDRESS; source {}/cluster/cluster.env && {} sh volume create /vol1",
+            dir.path().display(),
+            exe().display()
+        ))
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap();
+    assert!(
+        sourced.status.success(),
+        "ozone after `source cluster.env`: {}",
+        String::from_utf8_lossy(&sourced.stderr)
+    );
     ok(om, &["sh", "bucket", "create", "/vol1/bucket1"]);
     let src = dir.path().join("in.bin");
     std::fs::write(&src, data::bytes(11, 50 << 20)).unwrap();
@@ -169,6 +186,10 @@ fn local_up_then_shell_round_trips_50_mib() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success());
+    assert!(
+        !dir.path().join("cluster/cluster.env").exists(),
+        "cluster.env removed when the cluster stops"
+    );
     let gone = ozone(
         om,
         &[

@@ -425,6 +425,27 @@ impl Sidecar for SidecarService {
     ) -> Result<Response<SidecarPolicy>, Status> {
         Ok(Response::new(self.state.policy()))
     }
+
+    async fn list_volumes(
+        &self,
+        _req: Request<ListVolumesRequest>,
+    ) -> Result<Response<ListVolumesResponse>, Status> {
+        let _g = self.state.enter()?;
+        let client = self.state.active().client.clone();
+        let volumes = client.list_volumes().await.map_err(status)?;
+        Ok(Response::new(ListVolumesResponse { volumes }))
+    }
+
+    async fn list_buckets(
+        &self,
+        req: Request<ListBucketsRequest>,
+    ) -> Result<Response<ListBucketsResponse>, Status> {
+        let _g = self.state.enter()?;
+        let volume = req.into_inner().volume;
+        let client = self.state.active().client.clone();
+        let buckets = client.list_buckets(&volume).await.map_err(status)?;
+        Ok(Response::new(ListBucketsResponse { buckets }))
+    }
 }
 
 #[cfg(test)]

@@ -17,11 +17,44 @@ root=$(cd "$here/../.." && pwd)
 bin=$("$here/build.sh")
 dir=${CP_DIR:-$root/target/control-plane/run}
 rm -rf "$dir"; mkdir -p "$dir/pki"
-pids=()
+pids=()      # in start order: etcd, kube-apiserver, then the rest
+# alive PID: running (a zombie, exited but not yet reaped, is not).
+alive() {
+  local st
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+# stop_bounded GRACE PID...: SIGTERM, up to GRACE seconds for all to exit,
+# then SIGKILL the rest; reaps them. Never waits without a limit.
+stop_bounded() {
+  local grace=$1 p left end=$((SECONDS + $1)); shift
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  while :; do
+    left=0
+    for p in "$@"; do alive "$p" && left=1; done
+    [ $left = 0 ] && break
+    if [ $SECONDS -ge $end ]; then
+      for p in "$@"; do
+        if alive "$p"; then
+          echo "control plane: $(cat "/proc/$p/comm" 2>/dev/null) (pid $p) did not stop within ${grace}s of SIGTERM: SIGKILL" >&2
+          kill -KILL "$p" 2>/dev/null || true
+        fi
+      done
+      break
+    fi
+    sleep 0.1
+  done
+  for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+# In order: the clients of the API server (kubelets, scheduler, controller
+# manager), then the API server while etcd still answers (its graceful
+# shutdown talks to etcd), then etcd.
 teardown() {
   local rc=$?
-  for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  trap - EXIT INT TERM
+  if [ ${#pids[@]} -gt 2 ]; then stop_bounded 15 "${pids[@]:2}"; fi
+  if [ ${#pids[@]} -gt 1 ]; then stop_bounded 30 "${pids[1]}"; fi
+  if [ ${#pids[@]} -gt 0 ]; then stop_bounded 15 "${pids[0]}"; fi
   exit $rc
 }
 trap teardown EXIT
@@ -119,8 +152,17 @@ export KUBECONFIG=$kubeconfig
 # The fake kubelet honours the e2e.ozone-rs.io/ready=false pod annotation.
 export E2E_READY_FLAG=1
 echo "control plane up: KUBECONFIG=$kubeconfig (logs in $dir)" >&2
+# CMD runs in the background and is waited for with `wait`, which a signal
+# interrupts: SIGINT or SIGTERM (`timeout`, Ctrl-C) stops CMD and then the
+# control plane at once, instead of after CMD finishes.
+cmd_pid=""
+trap '[ -z "$cmd_pid" ] || stop_bounded 10 "$cmd_pid"; exit 130' INT TERM
 if [ $# -gt 0 ]; then
-  "$@"
+  "$@" &
+  cmd_pid=$!
+  rc=0; wait "$cmd_pid" || rc=$?
+  cmd_pid=""
+  exit $rc
 else
-  while true; do sleep 3600; done
+  while true; do sleep 3600 & wait $! || true; done
 fi

@@ -2,8 +2,10 @@
 # Builds the runtime image on this machine, with no registry: the `local`
 # target of the Containerfile over the release binaries built here
 # (`cargo build --profile dist`), on a Debian base made from Debian's
-# packages when it is not already in podman's store. Installs podman, runc
-# and debootstrap when missing. Prints the image name and size.
+# packages when it is not already in the checkout's podman store
+# (target/podman, see podman.sh: empty in a clean clone, so a CI run always
+# makes it). Installs podman, runc and debootstrap when missing. Prints the
+# image name, its size and the time the base took.
 #
 #   e2e/image/build.sh            # builds ghcr.io/ozone-rs/ozone:<version>
 #   OZONE_IMAGE=name:tag e2e/image/build.sh
@@ -20,6 +22,8 @@ ensure_podman
 if ! podman image exists "$base"; then
   # What the Debian slim images are: minbase without documentation,
   # manuals, translations and package caches.
+  base_start=$SECONDS
+  mkdir -p target/image
   root=target/image/rootfs
   rm -rf "$root"
   mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
@@ -35,9 +39,15 @@ if ! podman image exists "$base"; then
          "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/tmp/*
   tar -C "$root" -c . | podman import -q --change 'CMD ["bash"]' - "$base" > /dev/null
   rm -rf "$root"
+  echo "made $base in $((SECONDS - base_start)) s"
 fi
 
 cargo build --profile dist --locked --bin ozone --bin ozone-operator
+# The Hadoop FileSystem jar the image carries (hadoop-fs/test.sh builds and
+# tests it; this only packages it when it is missing).
+if [ ! -f hadoop-fs/target/ozone-hadoop-fs.jar ]; then
+  (cd hadoop-fs && mvn -B -q -ntp package -DskipTests)
+fi
 podman build -q --pull=never --target local --build-arg "VERSION=$version" \
   -t "$image" -f Containerfile . > /dev/null
 # The image this replaced, now untagged.

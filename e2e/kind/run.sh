@@ -11,6 +11,7 @@ cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 image=ghcr.io/ozone-rs/ozone:$version
 cluster=${KIND_CLUSTER:-ozone-e2e}
+mkdir -p target
 cat > target/kind.yaml <<'K'
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4

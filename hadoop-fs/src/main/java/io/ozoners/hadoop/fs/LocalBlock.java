@@ -1,0 +1,215 @@
+package io.ozoners.hadoop.fs;
+
+import io.ozoners.proto.BlockData;
+import io.ozoners.proto.BlockId;
+import io.ozoners.proto.ChecksumData;
+import io.ozoners.proto.ChecksumType;
+import io.ozoners.proto.ChunkInfo;
+import java.io.EOFException;
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.zip.CRC32;
+import java.util.zip.CRC32C;
+import java.util.zip.Checksum;
+
+/**
+ * A local replica's block file, read with positional reads
+ * ({@link FileChannel#read(ByteBuffer, long)}, a real pread), with the
+ * window checksums of its committed metadata (the datanode's fine 4 KiB
+ * windows where it has them). Guarded by its slot: every read checks the
+ * VALID bit before and after.
+ */
+final class LocalBlock {
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  private final RelayConnection conn;
+  final int slot;
+  final long container;
+  final long local;
+  final long length;
+  private final FileInputStream file;
+  private final FileChannel channel;
+  private final ChecksumType type;
+  private final int window;
+  private final int[] sums;
+  /** Readers in flight plus one for the owner; the file closes at zero. */
+  private final AtomicInteger refs = new AtomicInteger(1);
+
+  LocalBlock(RelayConnection conn, int slot, BlockId id, BlockData data, FileInputStream file)
+      throws IOException {
+    this.conn = conn;
+    this.slot = slot;
+    this.container = id.getContainerId();
+    this.local = id.getLocalId();
+    this.length = data.getSize();
+    this.file = file;
+    this.channel = file.getChannel();
+    ChecksumType t = ChecksumType.NONE;
+    int w = 0;
+    int count = 0;
+    for (ChunkInfo c : data.getChunksList()) {
+      ChecksumData cs = c.hasFineChecksum() && c.getFineChecksum().getChecksumsCount() > 0
+          ? c.getFineChecksum() : c.getChecksum();
+      if (w == 0) {
+        w = cs.getBytesPerChecksum();
+        t = cs.getType();
+      } else if (w != cs.getBytesPerChecksum() || t != cs.getType()) {
+        throw new IOException("block " + container + "/" + local + ": chunks disagree on checksums");
+      }
+      count += cs.getChecksumsCount();
+    }
+    int[] s = new int[count];
+    int i = 0;
+    for (ChunkInfo c : data.getChunksList()) {
+      ChecksumData cs = c.hasFineChecksum() && c.getFineChecksum().getChecksumsCount() > 0
+          ? c.getFineChecksum() : c.getChecksum();
+      for (int v : cs.getChecksumsList()) {
+        s[i++] = v;
+      }
+    }
+    boolean checked = t == ChecksumType.CRC32C || t == ChecksumType.CRC32;
+    if (checked && (w <= 0 || (long) count * w < length || (long) (count - 1) * w >= Math.max(length, 1))) {
+      throw new IOException("block " + container + "/" + local + ": " + count + " checksums of "
+          + w + " bytes do not cover " + length + " bytes");
+    }
+    this.type = checked ? t : ChecksumType.NONE;
+    this.window = w;
+    this.sums = s;
+  }
+
+  /** Takes a reference for a read; false once the block is being closed. */
+  boolean acquire() {
+    for (;;) {
+      int r = refs.get();
+      if (r == 0) {
+        return false;
+      }
+      if (refs.compareAndSet(r, r + 1)) {
+        return true;
+      }
+    }
+  }
+
+  void unref() {
+    if (refs.decrementAndGet() == 0) {
+      try {
+        file.close();
+      } catch (IOException ignored) {
+        // read-only descriptor
+      }
+      conn.release(slot);
+    }
+  }
+
+  boolean valid() {
+    return conn.valid(slot, container, local);
+  }
+
+  /**
+   * Reads {@code n} bytes at {@code off} of the block into {@code dst}
+   * (from its position, which advances by {@code n}), verifying the
+   * covering windows when {@code verify}. Throws {@link ChecksumMismatch}
+   * on a bad window and {@link EOFException} when the file is shorter than
+   * its metadata (truncated under us).
+   */
+  void read(long off, ByteBuffer dst, int n, boolean verify) throws IOException {
+    int start = dst.position();
+    int lim = dst.limit();
+    dst.limit(start + n);
+    try {
+      long pos = off;
+      while (dst.hasRemaining()) {
+        int r = channel.read(dst, pos);
+        if (r < 0) {
+          throw new EOFException("block file " + container + "/" + local + " ends at " + pos
+              + ", expected " + length + " bytes");
+        }
+        pos += r;
+      }
+    } finally {
+      dst.limit(lim);
+    }
+    if (verify && type != ChecksumType.NONE) {
+      verify(off, dst, start, n);
+    }
+  }
+
+  private void verify(long off, ByteBuffer dst, int start, int n) throws IOException {
+    Scratch s = SCRATCH.get();
+    Checksum crc = type == ChecksumType.CRC32C ? s.crc32c : s.crc32;
+    long end = off + n;
+    long first = off / window;
+    long last = (end - 1) / window;
+    int savedPos = dst.position();
+    int savedLim = dst.limit();
+    try {
+      for (long w = first; w <= last; w++) {
+        long ws = w * window;
+        long we = Math.min(ws + window, length);
+        crc.reset();
+        if (ws < off) {
+          crcFile(crc, s, ws, (int) (off - ws));
+        }
+        long a = Math.max(ws, off);
+        long b = Math.min(we, end);
+        dst.limit(start + (int) (b - off));
+        dst.position(start + (int) (a - off));
+        crc.update(dst);
+        dst.limit(savedLim);
+        if (we > end) {
+          crcFile(crc, s, end, (int) (we - end));
+        }
+        int got = (int) crc.getValue();
+        if (got != sums[(int) w]) {
+          throw new ChecksumMismatch(String.format(
+              "checksum mismatch in block %d/%d at window %d (bytes %d-%d): %08x, expected %08x",
+              container, local, w, ws, we, got, sums[(int) w]));
+        }
+      }
+    } finally {
+      dst.limit(savedLim);
+      dst.position(savedPos);
+    }
+  }
+
+  /** Adds {@code len} bytes of the file at {@code pos} to {@code crc}. */
+  private void crcFile(Checksum crc, Scratch s, long pos, int len) throws IOException {
+    ByteBuffer b = s.buffer(len);
+    while (b.hasRemaining()) {
+      if (channel.read(b, pos + b.position()) < 0) {
+        throw new EOFException("block file " + container + "/" + local + " ends at "
+            + (pos + b.position()));
+      }
+    }
+    b.flip();
+    crc.update(b);
+  }
+
+  /** A window's bytes do not match its checksum. */
+  static final class ChecksumMismatch extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    ChecksumMismatch(String m) {
+      super(m);
+    }
+  }
+
+  /** Per-thread checksum state and a buffer for the outer parts of end windows. */
+  private static final class Scratch {
+    final CRC32C crc32c = new CRC32C();
+    final CRC32 crc32 = new CRC32();
+    ByteBuffer buf = ByteBuffer.allocateDirect(16 << 10);
+
+    ByteBuffer buffer(int len) {
+      if (buf.capacity() < len) {
+        buf = ByteBuffer.allocateDirect(Math.max(len, buf.capacity() * 2));
+      }
+      buf.clear();
+      buf.limit(len);
+      return buf;
+    }
+  }
+}
