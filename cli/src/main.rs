@@ -546,10 +546,13 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
         let ShCmd::Key { cmd } = cmd else {
             bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
         };
-        if matches!(cmd, KeyCmd::Checksum { .. }) {
-            bail!("key checksum is not served by the sidecar; drop --sidecar");
-        }
         let sc = ozone_client::SidecarClient::unix(&socket)?;
+        if let KeyCmd::Checksum { path } = cmd {
+            let (v, b, k) = OzonePath::key_path(path)?;
+            let c = sc.key_checksum(&v, &b, &k).await?;
+            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
+            return Ok(());
+        }
         if let Some(m) = key_cmd(&sc, cmd).await? {
             summary(&m, " through the sidecar");
         }

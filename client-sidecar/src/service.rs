@@ -426,6 +426,29 @@ impl Sidecar for SidecarService {
         Ok(Response::new(self.state.policy()))
     }
 
+    async fn file_checksum(
+        &self,
+        req: Request<SidecarStatRequest>,
+    ) -> Result<Response<SidecarFileChecksum>, Status> {
+        let _g = self.state.enter()?;
+        let k = key(req.into_inner().key)?;
+        let client = self.state.active().client.clone();
+        let info = client
+            .key_info(&k.volume, &k.bucket, &k.key)
+            .await
+            .map_err(status)?;
+        let c = client
+            .key_checksum(&k.volume, &k.bucket, &k.key)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(SidecarFileChecksum {
+            r#type: c.kind as i32,
+            crc: c.crc,
+            length: c.size,
+            bytes_per_checksum: info.bytes_per_checksum,
+        }))
+    }
+
     async fn list_volumes(
         &self,
         _req: Request<ListVolumesRequest>,

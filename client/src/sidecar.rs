@@ -222,6 +222,29 @@ impl SidecarClient {
             .ok_or_else(|| ClientError::NotFound(format!("key /{volume}/{bucket}/{key}")))
     }
 
+    /// A key's composite CRC, computed by the sidecar from block metadata.
+    pub async fn key_checksum(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+    ) -> Result<crate::file_checksum::FileChecksum> {
+        let r = self
+            .rpc
+            .clone()
+            .file_checksum(SidecarStatRequest {
+                key: key_ref(volume, bucket, key),
+            })
+            .await?
+            .into_inner();
+        Ok(crate::file_checksum::FileChecksum {
+            kind: ozone_proto::ChecksumType::try_from(r.r#type)
+                .unwrap_or(ozone_proto::ChecksumType::Unspecified),
+            crc: r.crc,
+            size: r.length,
+        })
+    }
+
     /// Keys of a bucket starting with `prefix`.
     pub async fn list_keys(
         &self,

@@ -43,6 +43,11 @@ final class Errors {
         return new IOException("sidecar " + socket + " unavailable: " + m);
       case DEADLINE_EXCEEDED:
         return new IOException("sidecar " + socket + " did not answer in time: " + m);
+      case UNKNOWN:
+      case CANCELLED:
+      case INTERNAL:
+        // Transport failures (a connection cut mid-call) carry these.
+        return new IOException("sidecar " + socket + ": " + m);
       default:
         return new IOException(m);
     }

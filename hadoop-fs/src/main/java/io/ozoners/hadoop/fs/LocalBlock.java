@@ -116,25 +116,72 @@ final class LocalBlock {
    * its metadata (truncated under us).
    */
   void read(long off, ByteBuffer dst, int n, boolean verify) throws IOException {
+    boolean checked = verify && type != ChecksumType.NONE;
+    if (checked && STAGED && (off % window != 0 || ((off + n) % window != 0 && off + n != length))) {
+      readStaged(off, dst, n);
+      return;
+    }
     int start = dst.position();
     int lim = dst.limit();
     dst.limit(start + n);
     try {
-      long pos = off;
-      while (dst.hasRemaining()) {
-        int r = channel.read(dst, pos);
-        if (r < 0) {
-          throw new EOFException("block file " + container + "/" + local + " ends at " + pos
-              + ", expected " + length + " bytes");
-        }
-        pos += r;
-      }
+      preadFully(dst, off);
     } finally {
       dst.limit(lim);
     }
-    if (verify && type != ChecksumType.NONE) {
+    if (checked) {
       verify(off, dst, start, n);
     }
+  }
+
+  /** Reads into {@code b} (position to limit) from {@code pos} of the file. */
+  private void preadFully(ByteBuffer b, long pos) throws IOException {
+    long at = pos;
+    while (b.hasRemaining()) {
+      int r = channel.read(b, at);
+      if (r < 0) {
+        throw new EOFException("block file " + container + "/" + local + " ends at " + at
+            + ", expected " + length + " bytes");
+      }
+      at += r;
+    }
+  }
+
+  /**
+   * Whether an unaligned verified read takes one pread of its covering
+   * windows into a per-thread buffer and one copy (true), or a pread
+   * straight into the caller's buffer plus two small preads of the end
+   * windows' outer parts (false). Set by the benchmark to compare.
+   */
+  static volatile boolean STAGED = Boolean.parseBoolean(System.getProperty("ozrs.verify.staged", "true"));
+
+  /** One pread of the covering windows, each checked, the requested bytes copied out. */
+  private void readStaged(long off, ByteBuffer dst, int n) throws IOException {
+    long ws = off / window * window;
+    long we = Math.min((off + n + window - 1) / window * window, length);
+    Scratch s = SCRATCH.get();
+    ByteBuffer b = s.buffer((int) (we - ws));
+    preadFully(b, ws);
+    b.flip();
+    Checksum crc = type == ChecksumType.CRC32C ? s.crc32c : s.crc32;
+    int first = (int) (ws / window);
+    int count = (int) ((we - ws + window - 1) / window);
+    for (int i = 0; i < count; i++) {
+      int a = i * window;
+      int e = (int) Math.min(a + (long) window, we - ws);
+      b.limit(e).position(a);
+      crc.reset();
+      crc.update(b);
+      int got = (int) crc.getValue();
+      if (got != sums[first + i]) {
+        long w0 = ws + a;
+        throw new ChecksumMismatch(String.format(
+            "checksum mismatch in block %d/%d at window %d (bytes %d-%d): %08x, expected %08x",
+            container, local, first + i, w0, ws + e, got, sums[first + i]));
+      }
+    }
+    b.limit((int) (off - ws) + n).position((int) (off - ws));
+    dst.put(b);
   }
 
   private void verify(long off, ByteBuffer dst, int start, int n) throws IOException {

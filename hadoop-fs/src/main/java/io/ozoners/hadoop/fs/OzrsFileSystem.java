@@ -29,7 +29,12 @@ import org.apache.hadoop.fs.CommonPathCapabilities;
 import org.apache.hadoop.fs.ContentSummary;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import io.ozoners.proto.SidecarFileChecksum;
+import io.ozoners.proto.SidecarStatRequest;
+import org.apache.hadoop.fs.CompositeCrcFileChecksum;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
+import org.apache.hadoop.fs.FileChecksum;
+import org.apache.hadoop.util.DataChecksum;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LeaseRecoverable;
@@ -507,6 +512,44 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
         ContentSummaryRequest.newBuilder().setPath(l.fs()).build()));
     return new ContentSummary.Builder().length(s.getLength()).fileCount(s.getFileCount())
         .directoryCount(s.getDirectoryCount()).spaceConsumed(s.getLength() * replication).build();
+  }
+
+  /**
+   * The file's composite CRC (the CRC32C or CRC32 of its bytes, from block
+   * metadata, no data read): what `ozone sh key checksum` prints, and what
+   * HDFS's COMPOSITE_CRC mode gives for the same bytes.
+   */
+  @Override
+  public FileChecksum getFileChecksum(Path f) throws IOException {
+    Loc l = loc(f);
+    if (!l.inBucket()) {
+      throw new FileNotFoundException(l + " is not a file");
+    }
+    SidecarFileChecksum c = call(() -> conn.call().fileChecksum(
+        SidecarStatRequest.newBuilder().setKey(l.key()).build()));
+    DataChecksum.Type t;
+    switch (c.getType()) {
+      case CRC32C:
+        t = DataChecksum.Type.CRC32C;
+        break;
+      case CRC32:
+        t = DataChecksum.Type.CRC32;
+        break;
+      default:
+        return null;
+    }
+    return new CompositeCrcFileChecksum(c.getCrc(), t, c.getBytesPerChecksum());
+  }
+
+  @Override
+  public FileChecksum getFileChecksum(Path f, long length) throws IOException {
+    FileStatus st = getFileStatus(f);
+    if (length < st.getLen()) {
+      // A prefix's CRC would need its bytes; callers comparing whole files
+      // (DistCp) pass the full length.
+      return null;
+    }
+    return getFileChecksum(f);
   }
 
   // ------------------------------------------------------------- leases

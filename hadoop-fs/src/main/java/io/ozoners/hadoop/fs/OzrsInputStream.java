@@ -425,6 +425,11 @@ final class OzrsInputStream extends FSInputStream
     }
   }
 
+  /** The file's blocks (for tests and the benchmark). */
+  List<KeyBlock> blocks() {
+    return blocks;
+  }
+
   /** Local block descriptors held now (for tests). */
   int localDescriptors() {
     int n = 0;

@@ -64,13 +64,22 @@ public final class LocalCluster {
   public static synchronized LocalCluster get() throws IOException {
     if (instance == null) {
       instance = start();
-      LocalCluster c = instance;
-      Runtime.getRuntime().addShutdownHook(new Thread(c::stop));
     }
     return instance;
   }
 
+  /** Stops this cluster when the JVM exits. */
+  public LocalCluster stopAtExit() {
+    Runtime.getRuntime().addShutdownHook(new Thread(this::stop));
+    return this;
+  }
+
   private static LocalCluster start() throws IOException {
+    return start("ozone.scm.block.size=1MB");
+  }
+
+  /** A cluster of its own (the benchmark's), with these `--set` values. */
+  public static LocalCluster start(String... sets) throws IOException {
     File bin = binary();
     if (!bin.canExecute()) {
       throw new IOException(bin + " is missing: build the workspace first (cargo build)");
@@ -82,8 +91,11 @@ public final class LocalCluster {
       throw new IOException("cannot make " + dir);
     }
     ProcessBuilder pb = new ProcessBuilder(bin.getAbsolutePath(), "local", "up", "--dir",
-        new File(dir, "c").getAbsolutePath(), "--datanodes", "3", "--sidecars",
-        "--set", "ozone.scm.block.size=1MB", "--set", "ozone.client.bytes.per.checksum=16KB");
+        new File(dir, "c").getAbsolutePath(), "--datanodes", "3", "--sidecars");
+    for (String kv : sets) {
+      pb.command().add("--set");
+      pb.command().add(kv);
+    }
     pb.environment().remove("NODE_NAME");
     pb.environment().remove("OZONE_OM_ADDRESS");
     pb.redirectError(new File(dir, "local-up.log"));
@@ -124,7 +136,7 @@ public final class LocalCluster {
     });
     drain.setDaemon(true);
     drain.start();
-    LocalCluster c = new LocalCluster(dir, p, om);
+    LocalCluster c = new LocalCluster(dir, p, om).stopAtExit();
     for (Sidecar s : scs) {
       c.sidecars.put(s.node, s);
     }
@@ -163,6 +175,115 @@ public final class LocalCluster {
     return out;
   }
 
+  /** A process this test started (a datanode or a sidecar), with the arguments to start it again. */
+  public final class Owned {
+    public final String name;
+    final List<String> args;
+    final File ready;
+    Process process;
+
+    Owned(String name, List<String> args, File ready) {
+      this.name = name;
+      this.args = args;
+      this.ready = ready;
+    }
+
+    /** Starts it (again) and waits until it is ready. */
+    public Owned start() throws IOException {
+      ready.delete();
+      ProcessBuilder pb = new ProcessBuilder(args);
+      pb.environment().remove("NODE_NAME");
+      pb.redirectErrorStream(true);
+      pb.redirectOutput(ProcessBuilder.Redirect.appendTo(new File(dir, name + ".log")));
+      process = pb.start();
+      long end = System.currentTimeMillis() + 60_000;
+      while (!ready.exists()) {
+        if (!process.isAlive() || System.currentTimeMillis() > end) {
+          process.destroyForcibly();
+          throw new IOException(name + " did not become ready; see " + new File(dir, name + ".log"));
+        }
+        sleep(50);
+      }
+      return this;
+    }
+
+    /** SIGKILL, and wait for it to be gone. */
+    public void kill() throws IOException {
+      process.destroyForcibly();
+      try {
+        if (!process.waitFor(30, TimeUnit.SECONDS)) {
+          throw new IOException(name + " survived SIGKILL");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException(e);
+      }
+    }
+  }
+
+  private final List<Owned> owned = new ArrayList<>();
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private List<String> base(String... args) {
+    List<String> a = new ArrayList<>();
+    a.add(binary().getAbsolutePath());
+    a.addAll(List.of(args));
+    for (String kv : new String[] {"hdds.heartbeat.interval=1s", "ozone.scm.stale.node.interval=5s",
+        "ozone.scm.dead.node.interval=15s", "ozone.domain.socket.path.skip.security.check=true"}) {
+      a.add("--set");
+      a.add(kv);
+    }
+    return a;
+  }
+
+  /** The short-circuit socket directory of node {@code node}. */
+  public File socketDir(String node) {
+    return new File(dir, "c/" + node + "/sockets");
+  }
+
+  /** A datanode of this test's own on {@code node} (not watched by `local up`). */
+  public synchronized Owned datanode(String node) throws IOException {
+    File d = new File(dir, "own-" + node);
+    File sockets = socketDir(node);
+    sockets.mkdirs();
+    List<String> a = base("datanode", "--data-dir", new File(d, "data").getAbsolutePath(),
+        "--metadata-dir", new File(d, "meta").getAbsolutePath(), "--grpc-addr", "127.0.0.1:0",
+        "--http-addr", "127.0.0.1:0", "--om", om, "--node-name", node,
+        "--ready-file", new File(d, "ready").getAbsolutePath(),
+        "--set", "ozone.domain.socket.path=" + sockets.getAbsolutePath());
+    Owned o = new Owned("datanode-" + node, a, new File(d, "ready"));
+    owned.add(o);
+    return o.start();
+  }
+
+  /** A sidecar of this test's own on {@code node}; its socket is {@code <dir>/sidecar.sock}. */
+  public synchronized Owned sidecar(String node, String name, String... policyLines) throws IOException {
+    File d = new File(dir, "s-" + name);
+    d.mkdirs();
+    File policy = new File(d, "sidecar.conf");
+    Files.write(policy.toPath(), (String.join("\n", policyLines) + "\n").getBytes(StandardCharsets.UTF_8));
+    List<String> a = base("sidecar", "--om", om, "--socket", new File(d, "sidecar.sock").getAbsolutePath(),
+        "--passthrough-dir", new File(d, "sockets").getAbsolutePath(),
+        "--domain-socket-dir", socketDir(node).getAbsolutePath(), "--http-addr", "127.0.0.1:0",
+        "--conf", policy.getAbsolutePath(), "--node-name", node,
+        "--ready-file", new File(d, "ready").getAbsolutePath());
+    Owned o = new Owned("sidecar-" + name, a, new File(d, "ready"));
+    owned.add(o);
+    return o.start();
+  }
+
+  /** The socket of a sidecar started by {@link #sidecar}. */
+  public File ownSidecarSocket(String name) {
+    return new File(dir, "s-" + name + "/sidecar.sock");
+  }
+
   /** A configuration whose ozrs FileSystem talks to the sidecar of {@code node}. */
   public Configuration conf(String node) {
     Configuration conf = new Configuration();
@@ -182,6 +303,11 @@ public final class LocalCluster {
   }
 
   void stop() {
+    for (Owned o : owned) {
+      if (o.process != null) {
+        o.process.destroyForcibly();
+      }
+    }
     process.destroy();
     try {
       if (!process.waitFor(30, TimeUnit.SECONDS)) {

@@ -77,6 +77,11 @@ public class TestJvmReads {
   @Test
   public void readsOfLocalBlocksGoShortCircuitAndMatch() throws Exception {
     byte[] b = data(1, 3 << 20);
+    @SuppressWarnings("deprecation")
+    FileSystem.Statistics st0 = FileSystem.getStatistics(OzrsFileSystem.SCHEME, OzrsFileSystem.class);
+    long read0 = st0.getBytesRead();
+    long written0 = st0.getBytesWritten();
+    long ops0 = st0.getReadOps();
     try (FileSystem fs = fs("node1")) {
       write(fs, "/vol/fsb/jvm/sc.bin", b);
       try (FSDataInputStream in = fs.open(new org.apache.hadoop.fs.Path("/vol/fsb/jvm/sc.bin"))) {
@@ -95,10 +100,97 @@ public class TestJvmReads {
         in.unbuffer();
         assertEquals(0, s.localDescriptors());
       }
-      assertTrue(fs.getStorageStatistics() != null);
+      @SuppressWarnings("deprecation")
+      FileSystem.Statistics st = FileSystem.getStatistics(OzrsFileSystem.SCHEME, OzrsFileSystem.class);
+      assertTrue("bytes read are counted", st.getBytesRead() - read0 >= b.length + 70_000);
+      assertTrue("bytes written are counted", st.getBytesWritten() - written0 >= b.length);
+      assertTrue("read ops are counted", st.getReadOps() - ops0 >= 2);
     }
     assertTrue("the sidecar relayed a connection",
         metric(cluster.sidecars.get("node1").http, "ozone_sidecar_passthrough_connections") > 0);
+  }
+
+  @Test
+  public void aDeletedFileIsNeverReadFromAHeldDescriptor() throws Exception {
+    byte[] b = data(12, 1 << 20);
+    org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path("/vol/fsb/jvm/deleted.bin");
+    try (FileSystem fs = fs("node1")) {
+      write(fs, p.toString(), b);
+      try (FSDataInputStream in = fs.open(p)) {
+        byte[] got = new byte[4096];
+        in.readFully(0, got);
+        OzrsInputStream s = (OzrsInputStream) in.getWrappedStream();
+        assertEquals(1, s.localDescriptors());
+        assertTrue(fs.delete(p, false));
+        // The datanode deletes the block within a few seconds and clears
+        // its slot first: from then on no read returns the block's bytes.
+        long end = System.currentTimeMillis() + 30_000;
+        IOException failed = null;
+        while (failed == null && System.currentTimeMillis() < end) {
+          try {
+            in.readFully(0, got);
+            assertArrayEquals(java.util.Arrays.copyOf(b, 4096), got);
+            Thread.sleep(100);
+          } catch (IOException e) {
+            failed = e;
+          }
+        }
+        assertTrue("reads fail once the block is deleted", failed != null);
+        assertEquals("the invalidated descriptor was dropped", 0, s.localDescriptors());
+      }
+    }
+  }
+
+  @Test
+  public void thePolicyHasTheLastWordOnVerification() throws Exception {
+    LocalCluster.Owned sc = cluster.sidecar("node1", "strict", "ozone.client.verify.checksum = true",
+        "ozone.sidecar.verify.override.allowed = false");
+    try (FileSystem fs = TestJvmFailures.fsOn(cluster.ownSidecarSocket("strict"))) {
+      fs.setVerifyChecksum(false);
+      write(fs, "/vol/fsb/jvm/strict.bin", data(13, 100_000));
+      try (FSDataInputStream in = fs.open(new org.apache.hadoop.fs.Path("/vol/fsb/jvm/strict.bin"))) {
+        assertTrue("the policy refuses the override: the stream verifies",
+            ((OzrsInputStream) in.getWrappedStream()).verifyChecksum());
+      }
+    } finally {
+      sc.kill();
+    }
+  }
+
+  @Test
+  public void listingsArePaged() throws Exception {
+    try (FileSystem fs = fs("node1")) {
+      org.apache.hadoop.fs.Path d = new org.apache.hadoop.fs.Path("/vol/fsb/jvm/many");
+      int n = 2_345;
+      for (int i = 0; i < n; i++) {
+        fs.mkdirs(new org.apache.hadoop.fs.Path(d, String.format("d%05d", i)));
+      }
+      org.apache.hadoop.fs.RemoteIterator<org.apache.hadoop.fs.FileStatus> it = fs.listStatusIterator(d);
+      int i = 0;
+      while (it.hasNext()) {
+        assertEquals(String.format("d%05d", i), it.next().getPath().getName());
+        i++;
+      }
+      assertEquals(n, i);
+      assertEquals(n, fs.listStatus(d).length);
+      assertEquals(n + 1, fs.getContentSummary(d).getDirectoryCount());
+    }
+  }
+
+  @Test
+  public void theFileChecksumIsTheCrc32cOfTheBytes() throws Exception {
+    byte[] b = data(11, (5 << 20) + 123);
+    try (FileSystem fs = fs("node1")) {
+      write(fs, "/vol/fsb/jvm/ck.bin", b);
+      org.apache.hadoop.fs.FileChecksum c = fs.getFileChecksum(new org.apache.hadoop.fs.Path("/vol/fsb/jvm/ck.bin"));
+      java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+      crc.update(b);
+      assertEquals("COMPOSITE-CRC32C", c.getAlgorithmName());
+      byte[] want = java.nio.ByteBuffer.allocate(4).putInt((int) crc.getValue()).array();
+      assertArrayEquals(want, c.getBytes());
+      String cli = cluster.ozone("sh", "key", "checksum", "/vol/fsb/jvm/ck.bin");
+      assertTrue(cli, cli.startsWith(String.format("CRC32C %08x %d ", crc.getValue(), b.length)));
+    }
   }
 
   @Test
