@@ -35,6 +35,9 @@ final class LocalBlock {
   private final ChecksumType type;
   private final int window;
   private final int[] sums;
+  /** The reflected polynomial and the shift by one window, for combined checks. */
+  private final int poly;
+  private final CrcCombine shift;
   /** Readers in flight plus one for the owner; the file closes at zero. */
   private final AtomicInteger refs = new AtomicInteger(1);
 
@@ -78,6 +81,8 @@ final class LocalBlock {
     this.type = checked ? t : ChecksumType.NONE;
     this.window = w;
     this.sums = s;
+    this.poly = t == ChecksumType.CRC32 ? CrcCombine.CRC32 : CrcCombine.CRC32C;
+    this.shift = checked ? CrcCombine.of(poly, w) : null;
   }
 
   /** Takes a reference for a read; false once the block is being closed. */
@@ -164,6 +169,62 @@ final class LocalBlock {
     preadFully(b, ws);
     b.flip();
     Checksum crc = type == ChecksumType.CRC32C ? s.crc32c : s.crc32;
+    crc.reset();
+    crc.update(b);
+    if ((int) crc.getValue() != expected(ws, we)) {
+      b.flip();
+      findBadWindow(b, ws, we, crc);
+    }
+    b.limit((int) (off - ws) + n).position((int) (off - ws));
+    dst.put(b);
+  }
+
+  /**
+   * Checks the windows covering {@code [off, off + n)}, whose middle part is
+   * in {@code dst} from {@code start}: one CRC over the covering bytes (the
+   * outer parts of the end windows read into the scratch buffer) against the
+   * combined window checksums.
+   */
+  private void verify(long off, ByteBuffer dst, int start, int n) throws IOException {
+    Scratch s = SCRATCH.get();
+    Checksum crc = type == ChecksumType.CRC32C ? s.crc32c : s.crc32;
+    long end = off + n;
+    long ws = off / window * window;
+    long we = Math.min((end + window - 1) / window * window, length);
+    int savedPos = dst.position();
+    int savedLim = dst.limit();
+    crc.reset();
+    if (ws < off) {
+      crcFile(crc, s, ws, (int) (off - ws));
+    }
+    dst.limit(start + n).position(start);
+    crc.update(dst);
+    dst.limit(savedLim).position(savedPos);
+    if (we > end) {
+      crcFile(crc, s, end, (int) (we - end));
+    }
+    if ((int) crc.getValue() != expected(ws, we)) {
+      ByteBuffer b = s.buffer((int) (we - ws));
+      preadFully(b, ws);
+      b.flip();
+      findBadWindow(b, ws, we, crc);
+    }
+  }
+
+  /** The CRC of the windows {@code [ws, we)} combined from their checksums. */
+  private int expected(long ws, long we) {
+    int first = (int) (ws / window);
+    int last = (int) ((we - 1) / window);
+    int exp = sums[first];
+    for (int w = first + 1; w <= last; w++) {
+      long len = Math.min(window, length - (long) w * window);
+      exp = len == window ? shift.shift(exp) ^ sums[w] : CrcCombine.combine(poly, exp, sums[w], len);
+    }
+    return exp;
+  }
+
+  /** {@code b} holds the windows {@code [ws, we)}, which do not match: names the first bad one. */
+  private void findBadWindow(ByteBuffer b, long ws, long we, Checksum crc) throws ChecksumMismatch {
     int first = (int) (ws / window);
     int count = (int) ((we - ws + window - 1) / window);
     for (int i = 0; i < count; i++) {
@@ -174,52 +235,13 @@ final class LocalBlock {
       crc.update(b);
       int got = (int) crc.getValue();
       if (got != sums[first + i]) {
-        long w0 = ws + a;
         throw new ChecksumMismatch(String.format(
             "checksum mismatch in block %d/%d at window %d (bytes %d-%d): %08x, expected %08x",
-            container, local, first + i, w0, ws + e, got, sums[first + i]));
+            container, local, first + i, ws + a, ws + e, got, sums[first + i]));
       }
     }
-    b.limit((int) (off - ws) + n).position((int) (off - ws));
-    dst.put(b);
-  }
-
-  private void verify(long off, ByteBuffer dst, int start, int n) throws IOException {
-    Scratch s = SCRATCH.get();
-    Checksum crc = type == ChecksumType.CRC32C ? s.crc32c : s.crc32;
-    long end = off + n;
-    long first = off / window;
-    long last = (end - 1) / window;
-    int savedPos = dst.position();
-    int savedLim = dst.limit();
-    try {
-      for (long w = first; w <= last; w++) {
-        long ws = w * window;
-        long we = Math.min(ws + window, length);
-        crc.reset();
-        if (ws < off) {
-          crcFile(crc, s, ws, (int) (off - ws));
-        }
-        long a = Math.max(ws, off);
-        long b = Math.min(we, end);
-        dst.limit(start + (int) (b - off));
-        dst.position(start + (int) (a - off));
-        crc.update(dst);
-        dst.limit(savedLim);
-        if (we > end) {
-          crcFile(crc, s, end, (int) (we - end));
-        }
-        int got = (int) crc.getValue();
-        if (got != sums[(int) w]) {
-          throw new ChecksumMismatch(String.format(
-              "checksum mismatch in block %d/%d at window %d (bytes %d-%d): %08x, expected %08x",
-              container, local, w, ws, we, got, sums[(int) w]));
-        }
-      }
-    } finally {
-      dst.limit(savedLim);
-      dst.position(savedPos);
-    }
+    throw new ChecksumMismatch(String.format("checksum mismatch in block %d/%d, bytes %d-%d",
+        container, local, ws, we));
   }
 
   /** Adds {@code len} bytes of the file at {@code pos} to {@code crc}. */

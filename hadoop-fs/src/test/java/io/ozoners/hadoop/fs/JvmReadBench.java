@@ -108,43 +108,62 @@ public final class JvmReadBench {
     modes.put("jar short-circuit, verify on", (t, f, pos, buf, crc) -> onS[f].readFully(pos, buf));
     modes.put("jar short-circuit, verify on (in place)", (t, f, pos, buf, crc) -> onS[f].readFully(pos, buf));
     modes.put("jar through the sidecar", (t, f, pos, buf, crc) -> scS[f].readFully(pos, buf));
+    // Every mode's run is preceded by a raw pread run (and the verifying
+    // ones also by a pread + CRC32C run): each ratio compares runs taken
+    // side by side on this shared machine.
     Map<String, List<Double>> ops = new LinkedHashMap<>();
+    Map<String, List<Double>> ofRaw = new LinkedHashMap<>();
+    Map<String, List<Double>> ofCrc = new LinkedHashMap<>();
     Map<String, Double> allocPerRead = new LinkedHashMap<>();
     for (String m : modes.keySet()) {
       ops.put(m, new ArrayList<>());
+      ofRaw.put(m, new ArrayList<>());
+      ofCrc.put(m, new ArrayList<>());
     }
     long pageIns = 0;
+    Reader rawReader = modes.get("raw pread");
+    Reader crcReader = modes.get("raw pread + CRC32C");
     for (int r = 0; r <= rounds; r++) {
       for (Map.Entry<String, Reader> m : modes.entrySet()) {
-        LocalBlock.STAGED = !m.getKey().endsWith("(in place)");
+        if (m.getKey().equals("raw pread")) {
+          continue;
+        }
+        boolean verifying = m.getKey().contains("verify on");
         touch(blockFiles);
         long in0 = vmstat("pgpgin");
+        double[] raw0 = run(rawReader, files, size, seconds);
+        double[] crc0 = verifying ? run(crcReader, files, size, seconds) : null;
+        LocalBlock.STAGED = !m.getKey().endsWith("(in place)");
         double[] res = run(m.getValue(), files, size, seconds);
         long in1 = vmstat("pgpgin");
         if (r == 0) {
           continue; // warm-up round
         }
         pageIns += in1 - in0;
+        ops.get("raw pread").add(raw0[0]);
+        ofRaw.get("raw pread").add(1.0);
+        allocPerRead.merge("raw pread", raw0[1], Math::max);
         ops.get(m.getKey()).add(res[0]);
+        ofRaw.get(m.getKey()).add(res[0] / raw0[0]);
+        if (crc0 != null) {
+          ofCrc.get(m.getKey()).add(res[0] / crc0[0]);
+        }
         allocPerRead.merge(m.getKey(), res[1], Math::max);
       }
     }
-    Map<String, Double> med = new LinkedHashMap<>();
-    for (Map.Entry<String, List<Double>> e : ops.entrySet()) {
-      double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
-      med.put(e.getKey(), v[v.length / 2]);
-    }
-    double rawOps = med.get("raw pread");
-    double crcOps = med.get("raw pread + CRC32C");
+    LocalBlock.STAGED = true;
     StringBuilder json = new StringBuilder("{\n");
-    System.out.printf("%-34s %12s %10s %16s %18s%n", "mode", "ops/s", "of pread", "of pread+CRC32C",
+    System.out.printf("%-42s %10s %9s %16s %17s%n", "mode", "ops/s", "of pread", "of pread+CRC32C",
         "bytes alloc/read");
-    for (Map.Entry<String, Double> e : med.entrySet()) {
-      System.out.printf("%-34s %12.0f %10.2f %16.2f %18.1f%n", e.getKey(), e.getValue(),
-          e.getValue() / rawOps, e.getValue() / crcOps, allocPerRead.get(e.getKey()));
-      json.append(String.format("  \"%s\": {\"ops_per_s\": %.0f, \"of_pread\": %.3f, \"of_pread_crc32c\": %.3f, "
-          + "\"bytes_allocated_per_read\": %.1f},%n", e.getKey(), e.getValue(), e.getValue() / rawOps,
-          e.getValue() / crcOps, allocPerRead.get(e.getKey())));
+    for (String m : modes.keySet()) {
+      double o = median(ops.get(m));
+      double fr = median(ofRaw.get(m));
+      double fc = ofCrc.get(m).isEmpty() ? Double.NaN : median(ofCrc.get(m));
+      System.out.printf("%-42s %10.0f %9.2f %16s %17.1f%n", m, o, fr,
+          Double.isNaN(fc) ? "" : String.format("%.2f", fc), allocPerRead.get(m));
+      json.append(String.format("  \"%s\": {\"ops_per_s\": %.0f, \"of_pread\": %.3f, \"of_pread_crc32c\": %s, "
+          + "\"bytes_allocated_per_read\": %.1f},%n", m, o, fr,
+          Double.isNaN(fc) ? "null" : String.format("%.3f", fc), allocPerRead.get(m)));
     }
     System.out.printf("page-ins during the measured rounds: %d KiB (0: every read from the page cache)%n",
         pageIns);
@@ -156,6 +175,11 @@ public final class JvmReadBench {
       Files.write(new File(out).toPath(), json.toString().getBytes(StandardCharsets.UTF_8));
     }
     System.exit(0);
+  }
+
+  static double median(List<Double> v) {
+    double[] a = v.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+    return a.length == 0 ? Double.NaN : a[a.length / 2];
   }
 
   /** Reads every block file once so the measured reads hit the page cache. */
