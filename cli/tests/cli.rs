@@ -10,12 +10,12 @@ use std::time::Duration;
 use common::exe;
 use ozone_cli::data;
 
-/// Runs `ozone` with the `export KEY=VALUE` lines of `env` (a cluster.env).
+/// Runs `ozone` with the `[export ]KEY=VALUE` lines of `env` (a cluster.env).
 fn ozone(env: &str, args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(exe());
     cmd.args(args).env_remove("NODE_NAME");
     for line in env.lines() {
-        let line = line.strip_prefix("export ").unwrap();
+        let line = line.strip_prefix("export ").unwrap_or(line);
         let (k, v) = line.split_once('=').unwrap();
         cmd.env(k, v);
     }
