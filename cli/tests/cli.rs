@@ -282,7 +282,7 @@ fn the_fs_shell_works_on_a_file_system_bucket() {
         .lines()
         .next()
         .unwrap()
-        .strip_prefix("OZONE_OM_ADDRESS=")
+        .strip_prefix("export OZONE_OM_ADDRESS=")
         .unwrap();
     ok(env, &["sh", "volume", "create", "/vol1"]);
     let made = ok(
