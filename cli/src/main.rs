@@ -735,9 +735,14 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
         exe: std::env::current_exe()?,
         conf,
     };
+    // One shutdown future for the whole run, polled from the start: its
+    // handler is registered before anything is printed, so a SIGTERM sent
+    // right after `ready` is never lost between two waits.
+    let stop = ozone_common::signal::shutdown();
+    tokio::pin!(stop);
     let mut cluster = tokio::select! {
         c = LocalCluster::start(spec) => c?,
-        _ = ozone_common::signal::shutdown() => bail!("interrupted while starting"),
+        _ = &mut stop => bail!("interrupted while starting"),
     };
     println!("ready om={}", cluster.om_address());
     if sidecars {
@@ -759,7 +764,7 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
         dir.display()
     );
     tokio::select! {
-        _ = ozone_common::signal::shutdown() => {
+        _ = &mut stop => {
             eprintln!("stopping");
             cluster.stop().await;
             Ok(())

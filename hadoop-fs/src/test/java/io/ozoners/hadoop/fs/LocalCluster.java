@@ -312,9 +312,15 @@ public final class LocalCluster {
     try {
       if (!process.waitFor(30, TimeUnit.SECONDS)) {
         process.destroyForcibly();
+        process.waitFor(10, TimeUnit.SECONDS);
       }
     } catch (InterruptedException e) {
       process.destroyForcibly();
+    }
+    try (java.util.stream.Stream<java.nio.file.Path> files = Files.walk(dir.toPath())) {
+      files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException | RuntimeException ignored) {
+      // best effort: the cluster's directory under the temporary directory
     }
   }
 }
