@@ -696,3 +696,81 @@ async fn file_system_calls_go_through_the_sidecar() {
     assert!(w.close().await.is_err());
     c.stop_sidecar("fs").await;
 }
+
+/// Streams the application does not close are closed anyway: a dropped
+/// reader closes its stream, and a client whose connection goes takes its
+/// streams with it; streams left idle are closed after the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unclosed_streams_do_not_stay_open() {
+    let mut tc = cluster(3, &[]).await;
+    let c = &mut tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    put(&w, "k", &data::bytes(5, 100_000), 1 << 20).await;
+    let s = c.start_sidecar("node1", "reaper", &[]).await.unwrap();
+    let open = |s: &SidecarInfo| metric(s, "ozone_sidecar_open_streams ");
+
+    // Dropped without close: closed in the background.
+    let sc = SidecarClient::unix(&s.socket).unwrap();
+    let r = sc.open_key("vol", "bucket", "k").await.unwrap();
+    assert_eq!(open(&s), 1.0);
+    drop(r);
+    eventually("a dropped reader's stream closed", || open(&s) == 0.0).await;
+
+    // Processes killed mid-read (their output blocked on a full pipe):
+    // each one's stream is closed with its connection.
+    put(&w, "big", &data::bytes(6, 8 << 20), 1 << 20).await;
+    let mut apps: Vec<std::process::Child> = (0..20)
+        .map(|_| {
+            std::process::Command::new(exe())
+                .args([
+                    "--sidecar",
+                    s.socket.to_str().unwrap(),
+                    "sh",
+                    "key",
+                    "cat",
+                    "/vol/bucket/big",
+                ])
+                .env_remove("NODE_NAME")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    eventually("20 applications mid-read", || open(&s) == 20.0).await;
+    for a in &mut apps {
+        a.kill().unwrap();
+        a.wait().unwrap();
+    }
+    eventually("the streams of the killed applications closed", || {
+        open(&s) == 0.0
+    })
+    .await;
+    assert!(
+        metric(
+            &s,
+            "ozone_sidecar_streams_reaped_total{reason=\"connection\"}"
+        ) >= 20.0
+    );
+
+    // Held open but unused: closed after the idle timeout; a read then
+    // says to reopen.
+    let s = c
+        .start_sidecar(
+            "node1",
+            "idler",
+            &["ozone.sidecar.stream.idle.timeout = 2s"],
+        )
+        .await
+        .unwrap();
+    let sc3 = SidecarClient::unix(&s.socket).unwrap();
+    let r = sc3.open_key("vol", "bucket", "k").await.unwrap();
+    let mut b = vec![0u8; 10];
+    r.read_exact_at(0, &mut b).await.unwrap();
+    eventually("an idle stream closed", || open(&s) == 0.0).await;
+    assert!(metric(&s, "ozone_sidecar_streams_reaped_total{reason=\"idle\"}") >= 1.0);
+    let e = r.read_exact_at(0, &mut b).await.unwrap_err();
+    assert!(e.to_string().contains("reopen"), "{e}");
+    tc.cluster.stop().await;
+}

@@ -12,6 +12,7 @@ use clap::Args;
 use ozone_common::config::{self as keys, Conf};
 use ozone_common::server;
 use ozone_proto::sidecar_server::SidecarServer;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 use crate::active::Active;
@@ -142,11 +143,18 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let data_socket = crate::data::socket_of(&args.socket);
     tokio::spawn(crate::data::serve(bind_unix(&data_socket)?, state.clone()));
     let mut servers = tokio::task::JoinSet::new();
+    // Each application connection owns the streams it opens: they close
+    // when it goes (crate::conn).
+    let st = state.clone();
+    let incoming =
+        UnixListenerStream::new(unix).map(move |c| c.map(|io| crate::conn::AppConn::new(io, &st)));
     servers.spawn(server::serve(
         server::grpc().add_service(svc.clone()),
-        UnixListenerStream::new(unix),
+        incoming,
         stop_rx.clone(),
     ));
+    let idle = conf.value(&keys::SIDECAR_STREAM_IDLE_TIMEOUT)?;
+    tokio::spawn(reap_idle_loop(state.clone(), idle, stop_rx.clone()));
     let mut tcp_bound = None;
     if let Some(addr) = args.tcp_addr {
         let l = tokio::net::TcpListener::bind(addr)
@@ -217,6 +225,26 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
 
 /// Re-reads the config file every second; a changed policy is put in force
 /// for new streams. A bad file is logged and the old policy kept.
+/// Closes streams left unused for `idle`, every tenth of it (at least 1 s,
+/// at most a minute), until stopped.
+async fn reap_idle_loop(
+    state: Arc<State>,
+    idle: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let every = (idle / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+        let n = state.reap_idle(idle);
+        if n > 0 {
+            tracing::info!(streams = n, idle = ?idle, "closed streams left idle");
+        }
+    }
+}
+
 async fn reload_loop(
     args: SidecarArgs,
     state: Arc<State>,

@@ -6,6 +6,7 @@
 
 pub mod active;
 pub mod cmd;
+pub mod conn;
 pub mod data;
 pub mod errors;
 pub mod metrics;

@@ -32,6 +32,13 @@ pub struct PassLabels {
     pub result: &'static str,
 }
 
+/// Labels of streams the sidecar closed itself.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReapLabels {
+    /// `connection` (its application's connection went) or `idle`.
+    pub reason: &'static str,
+}
+
 /// The policy in force, as labels of a gauge set to 1.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
@@ -68,6 +75,8 @@ pub struct Metrics {
     pub open_streams: Gauge,
     /// Open write streams.
     pub open_writers: Gauge,
+    /// Streams closed by the sidecar, by reason.
+    pub reaped: Family<ReapLabels, Counter>,
     /// Policy reloads.
     pub reloads: Counter,
     /// The policy in force.
@@ -89,6 +98,7 @@ impl Default for Metrics {
             passthrough: Family::default(),
             open_streams: Gauge::default(),
             open_writers: Gauge::default(),
+            reaped: Family::default(),
             reloads: Counter::default(),
             policy: Family::default(),
         }
@@ -136,6 +146,11 @@ impl Metrics {
             "open_writers",
             "Open write streams",
             self.open_writers.clone(),
+        );
+        r.register(
+            "streams_reaped",
+            "Streams closed by the sidecar: their connection went, or they were idle",
+            self.reaped.clone(),
         );
         r.register("policy_reloads", "Policy reloads", self.reloads.clone());
         r.register(

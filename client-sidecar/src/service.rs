@@ -105,6 +105,7 @@ impl Sidecar for SidecarService {
         req: Request<SidecarOpenRequest>,
     ) -> Result<Response<SidecarOpenResponse>, Status> {
         let _g = self.state.enter()?;
+        let owner = crate::conn::of(&req);
         let r = req.into_inner();
         let k = key(r.key)?;
         let active = self.state.active();
@@ -122,7 +123,7 @@ impl Sidecar for SidecarService {
             .map_err(status)?;
         reader.set_verify_checksum(verify);
         let size = reader.size();
-        let handle = self.state.add_stream(reader, active)?;
+        let handle = self.state.add_stream(reader, active, owner)?;
         Ok(Response::new(SidecarOpenResponse {
             handle,
             size,
@@ -218,6 +219,7 @@ impl Sidecar for SidecarService {
         req: Request<SidecarCreateRequest>,
     ) -> Result<Response<SidecarCreateResponse>, Status> {
         let _g = self.state.enter()?;
+        let owner = crate::conn::of(&req);
         let r = req.into_inner();
         let k = key(r.key)?;
         let w = self
@@ -227,7 +229,7 @@ impl Sidecar for SidecarService {
             .create_file(&k.volume, &k.bucket, &k.key, !r.exclusive)
             .await
             .map_err(status)?;
-        let handle = self.state.add_writer(w)?;
+        let handle = self.state.add_writer(w, owner)?;
         Ok(Response::new(SidecarCreateResponse { handle }))
     }
 

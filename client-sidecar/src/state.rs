@@ -11,6 +11,7 @@ use ozone_proto::SidecarPolicy;
 use tonic::Status;
 
 use crate::active::Active;
+use crate::conn::ConnId;
 use crate::errors::status;
 use crate::metrics::{Metrics, PathLabels, ReadLabels};
 
@@ -27,9 +28,35 @@ pub(crate) struct Stream {
     pub(crate) reader: KeyReader,
     /// Keeps the client (and its counters) of the policy it was opened under.
     _active: Arc<Active>,
+    /// Milliseconds after the state's birth of the last use.
+    used: AtomicU64,
 }
 
 pub(crate) type Writer = Arc<tokio::sync::Mutex<Option<KeyWriter>>>;
+
+/// An open write and its last use.
+struct WriterSlot {
+    w: Writer,
+    used: AtomicU64,
+}
+
+/// Why a stream was closed by the sidecar rather than by its application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaped {
+    /// The application's connection went away (it closed it, exited or died).
+    Connection,
+    /// Unused for longer than `ozone.sidecar.stream.idle.timeout`.
+    Idle,
+}
+
+impl Reaped {
+    fn label(self) -> &'static str {
+        match self {
+            Reaped::Connection => "connection",
+            Reaped::Idle => "idle",
+        }
+    }
+}
 
 /// Shared state of a sidecar.
 pub struct State {
@@ -37,7 +64,9 @@ pub struct State {
     /// Every policy generation still referenced (for counters).
     generations: Mutex<Vec<Weak<Active>>>,
     streams: Mutex<HashMap<u64, Arc<Stream>>>,
-    writers: Mutex<HashMap<u64, Writer>>,
+    writers: Mutex<HashMap<u64, Arc<WriterSlot>>>,
+    /// The handles each application connection opened.
+    owned: Mutex<HashMap<ConnId, std::collections::HashSet<u64>>>,
     next: AtomicU64,
     draining: AtomicBool,
     inflight: AtomicUsize,
@@ -75,6 +104,7 @@ impl State {
             active: RwLock::new(active),
             streams: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
@@ -194,20 +224,30 @@ impl State {
         }
     }
 
+    fn now_ms(&self) -> u64 {
+        self.born.elapsed().as_millis() as u64
+    }
+
     pub(crate) fn stream(&self, handle: u64) -> Result<Arc<Stream>, Status> {
-        lock(&self.streams).get(&handle).cloned().ok_or_else(|| {
+        let s = lock(&self.streams).get(&handle).cloned().ok_or_else(|| {
             Status::not_found(format!(
-                "no open stream {handle}: it was closed or the sidecar restarted; reopen the key"
+                "no open stream {handle}: it was closed (by its application, or by the sidecar \
+                 after its connection went or it was idle) or the sidecar restarted; reopen the key"
             ))
-        })
+        })?;
+        s.used.store(self.now_ms(), Ordering::Relaxed);
+        Ok(s)
     }
 
     pub(crate) fn writer(&self, handle: u64) -> Result<Writer, Status> {
-        lock(&self.writers).get(&handle).cloned().ok_or_else(|| {
+        let w = lock(&self.writers).get(&handle).cloned().ok_or_else(|| {
             Status::not_found(format!(
-                "no open write {handle}: it was committed or the sidecar restarted; write the key again"
+                "no open write {handle}: it was committed, its connection went, it was idle, or \
+                 the sidecar restarted; write the key again"
             ))
-        })
+        })?;
+        w.used.store(self.now_ms(), Ordering::Relaxed);
+        Ok(w.w.clone())
     }
 
     fn new_handle(&self) -> Result<u64, Status> {
@@ -220,16 +260,38 @@ impl State {
         Ok(self.next.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Registers a read stream opened under `active`; returns its handle.
-    pub(crate) fn add_stream(&self, reader: KeyReader, active: Arc<Active>) -> Result<u64, Status> {
+    fn own(&self, owner: Option<ConnId>, handle: u64) {
+        if let Some(c) = owner {
+            lock(&self.owned).entry(c).or_default().insert(handle);
+        }
+    }
+
+    fn disown(&self, handle: u64) {
+        let mut g = lock(&self.owned);
+        g.retain(|_, hs| {
+            hs.remove(&handle);
+            !hs.is_empty()
+        });
+    }
+
+    /// Registers a read stream opened under `active` by connection `owner`;
+    /// returns its handle.
+    pub(crate) fn add_stream(
+        &self,
+        reader: KeyReader,
+        active: Arc<Active>,
+        owner: Option<ConnId>,
+    ) -> Result<u64, Status> {
         let handle = self.new_handle()?;
         lock(&self.streams).insert(
             handle,
             Arc::new(Stream {
                 reader,
                 _active: active,
+                used: AtomicU64::new(self.now_ms()),
             }),
         );
+        self.own(owner, handle);
         self.metrics.open_streams.inc();
         Ok(handle)
     }
@@ -239,14 +301,22 @@ impl State {
         let gone = lock(&self.streams).remove(&handle).is_some();
         if gone {
             self.metrics.open_streams.dec();
+            self.disown(handle);
         }
         gone
     }
 
-    /// Registers an open write; returns its handle.
-    pub(crate) fn add_writer(&self, w: KeyWriter) -> Result<u64, Status> {
+    /// Registers an open write of connection `owner`; returns its handle.
+    pub(crate) fn add_writer(&self, w: KeyWriter, owner: Option<ConnId>) -> Result<u64, Status> {
         let handle = self.new_handle()?;
-        lock(&self.writers).insert(handle, Arc::new(tokio::sync::Mutex::new(Some(w))));
+        lock(&self.writers).insert(
+            handle,
+            Arc::new(WriterSlot {
+                w: Arc::new(tokio::sync::Mutex::new(Some(w))),
+                used: AtomicU64::new(self.now_ms()),
+            }),
+        );
+        self.own(owner, handle);
         self.metrics.open_writers.inc();
         Ok(handle)
     }
@@ -255,7 +325,70 @@ impl State {
     pub(crate) fn remove_writer(&self, handle: u64) {
         if lock(&self.writers).remove(&handle).is_some() {
             self.metrics.open_writers.dec();
+            self.disown(handle);
         }
+    }
+
+    /// Closes handle `h` for the sidecar's own reason: a read stream is
+    /// dropped, a write abandoned uncommitted (its file keeps its last
+    /// hsync, for lease recovery).
+    fn reap(&self, h: u64, why: Reaped) {
+        let stream = lock(&self.streams).remove(&h).is_some();
+        let writer = lock(&self.writers).remove(&h).is_some();
+        if stream {
+            self.metrics.open_streams.dec();
+        }
+        if writer {
+            self.metrics.open_writers.dec();
+        }
+        if stream || writer {
+            self.metrics
+                .reaped
+                .get_or_create(&crate::metrics::ReapLabels {
+                    reason: why.label(),
+                })
+                .inc();
+        }
+    }
+
+    /// Connection `c` ended: closes every stream it opened. Returns how many.
+    pub fn connection_closed(&self, c: ConnId) -> usize {
+        let Some(handles) = lock(&self.owned).remove(&c) else {
+            return 0;
+        };
+        for &h in &handles {
+            self.reap(h, Reaped::Connection);
+        }
+        if !handles.is_empty() {
+            tracing::debug!(
+                streams = handles.len(),
+                "application connection closed: its streams closed"
+            );
+        }
+        handles.len()
+    }
+
+    /// Closes streams unused for `idle` or longer. Returns how many.
+    pub fn reap_idle(&self, idle: Duration) -> usize {
+        let now = self.now_ms();
+        let limit = idle.as_millis() as u64;
+        let old = |used: &AtomicU64| now.saturating_sub(used.load(Ordering::Relaxed)) >= limit;
+        let mut victims: Vec<u64> = lock(&self.streams)
+            .iter()
+            .filter(|(_, s)| old(&s.used))
+            .map(|(h, _)| *h)
+            .collect();
+        victims.extend(
+            lock(&self.writers)
+                .iter()
+                .filter(|(_, w)| old(&w.used))
+                .map(|(h, _)| *h),
+        );
+        for &h in &victims {
+            self.reap(h, Reaped::Idle);
+            self.disown(h);
+        }
+        victims.len()
     }
 }
 

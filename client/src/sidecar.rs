@@ -295,6 +295,7 @@ impl SidecarClient {
             handle: r.handle,
             size: r.size,
             verify: r.verify_checksum,
+            closed: false,
         })
     }
 
@@ -463,13 +464,31 @@ impl SidecarClient {
     }
 }
 
-/// A key opened through the sidecar.
+/// A key opened through the sidecar. Dropped without [`SidecarReader::close`]
+/// inside a Tokio runtime, it closes its stream in the background (the
+/// sidecar also closes the streams of a connection that goes away).
 pub struct SidecarReader {
     rpc: Rpc<Channel>,
     data: Option<Arc<DataPool>>,
     handle: u64,
     size: u64,
     verify: bool,
+    closed: bool,
+}
+
+impl Drop for SidecarReader {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let mut rpc = self.rpc.clone();
+            let handle = self.handle;
+            rt.spawn(async move {
+                let _ = rpc.close(SidecarCloseRequest { handle }).await;
+            });
+        }
+    }
 }
 
 impl SidecarReader {
@@ -598,7 +617,8 @@ impl SidecarReader {
     }
 
     /// Closes the stream in the sidecar.
-    pub async fn close(self) -> Result<()> {
+    pub async fn close(mut self) -> Result<()> {
+        self.closed = true;
         self.rpc
             .clone()
             .close(SidecarCloseRequest {

@@ -168,6 +168,8 @@ keys! {
     SIDECAR_VERIFY_OVERRIDE: bool = "ozone.sidecar.verify.override.allowed", Some("true"), [Sidecar];
     /// Sidecar: relay the datanode sockets to the application (descriptor pass-through).
     SIDECAR_PASSTHROUGH: bool = "ozone.sidecar.passthrough.enabled", Some("true"), [Sidecar];
+    /// Sidecar: a stream unused this long is closed (its application's reads reopen it).
+    SIDECAR_STREAM_IDLE_TIMEOUT: Duration = "ozone.sidecar.stream.idle.timeout", Some("1h"), [Sidecar];
     /// `ozone sh` key commands go through the sidecar on this socket.
     CLIENT_SIDECAR_SOCKET: PathBuf = "ozone.client.sidecar.socket", None, [Client];
     /// Block size: a key is split into blocks of this size.

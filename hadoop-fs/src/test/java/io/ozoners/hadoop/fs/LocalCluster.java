@@ -207,6 +207,16 @@ public final class LocalCluster {
       return this;
     }
 
+    /** The `http=` address its ready file names (a sidecar's /metrics). */
+    public String http() throws IOException {
+      for (String w : new String(Files.readAllBytes(ready.toPath()), StandardCharsets.UTF_8).split("\\s+")) {
+        if (w.startsWith("http=")) {
+          return w.substring(5);
+        }
+      }
+      throw new IOException(ready + " names no http address");
+    }
+
     /** SIGKILL, and wait for it to be gone. */
     public void kill() throws IOException {
       process.destroyForcibly();

@@ -1,0 +1,110 @@
+//! Application connections on the sidecar's UNIX socket. Each accepted
+//! connection gets an id, handed to every request on it (tonic's connect
+//! info); the streams a request opens belong to its connection, and when
+//! the connection goes (the application closed it, exited or was killed)
+//! its streams are closed. An application that dies mid-read leaves
+//! nothing open behind.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::UnixStream;
+use tonic::transport::server::Connected;
+
+use crate::state::State;
+
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// The id of the application connection a request came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId(pub u64);
+
+/// Closes the connection's streams when dropped (the connection ended).
+struct Owner {
+    id: ConnId,
+    state: Weak<State>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        if let Some(s) = self.state.upgrade() {
+            s.connection_closed(self.id);
+        }
+    }
+}
+
+/// An accepted application connection.
+pub struct AppConn {
+    io: UnixStream,
+    owner: Owner,
+}
+
+impl AppConn {
+    /// Wraps an accepted connection of `state`'s socket.
+    pub fn new(io: UnixStream, state: &Arc<State>) -> Self {
+        Self {
+            io,
+            owner: Owner {
+                id: ConnId(NEXT.fetch_add(1, Ordering::Relaxed)),
+                state: Arc::downgrade(state),
+            },
+        }
+    }
+}
+
+impl Connected for AppConn {
+    type ConnectInfo = ConnId;
+
+    fn connect_info(&self) -> ConnId {
+        self.owner.id
+    }
+}
+
+impl AsyncRead for AppConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for AppConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// The connection of a request, when it came on the UNIX socket (tonic
+/// puts each connection's [`Connected::connect_info`] into its requests).
+pub fn of<T>(req: &tonic::Request<T>) -> Option<ConnId> {
+    req.extensions().get::<ConnId>().copied()
+}
