@@ -527,29 +527,58 @@ impl LocalCluster {
         }
     }
 
-    /// Resolves when any process of the cluster exits; returns its name.
-    pub async fn wait_any_exit(&mut self) -> String {
+    /// Resolves when a process of the cluster exits: returns its name
+    /// (`om`, `node<i>` or `sidecar-<name>`) and how it ended, and forgets
+    /// it (see [`LocalCluster::restart_exited`]).
+    pub async fn next_exit(&mut self) -> (String, std::process::ExitStatus) {
         loop {
             if let Some(om) = self.om.as_mut()
-                && let Ok(Some(_)) = om.try_wait()
+                && let Ok(Some(st)) = om.try_wait()
             {
-                return "om".into();
+                self.om = None;
+                return ("om".into(), st);
             }
-            for (i, c) in self.datanodes.iter_mut().enumerate() {
-                if let Some(c) = c
-                    && let Ok(Some(_)) = c.try_wait()
+            for (i, slot) in self.datanodes.iter_mut().enumerate() {
+                if let Some(c) = slot
+                    && let Ok(Some(st)) = c.try_wait()
                 {
-                    return Self::node_name(i);
+                    *slot = None;
+                    return (Self::node_name(i), st);
                 }
             }
-            for (s, _, c) in &mut self.sidecars {
-                if let Some(c) = c
-                    && let Ok(Some(_)) = c.try_wait()
+            for (s, _, slot) in &mut self.sidecars {
+                if let Some(c) = slot
+                    && let Ok(Some(st)) = c.try_wait()
                 {
-                    return format!("sidecar-{}", s.name);
+                    *slot = None;
+                    return (format!("sidecar-{}", s.name), st);
                 }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Starts again every datanode and sidecar that exited (each with its
+    /// own directory, so a datanode keeps its data and id); returns their
+    /// names.
+    pub async fn restart_exited(&mut self) -> Result<Vec<String>, LocalError> {
+        let mut done = Vec::new();
+        for i in 0..self.datanodes.len() {
+            if self.datanodes[i].is_none() {
+                self.start_datanode(i).await?;
+                done.push(Self::node_name(i));
+            }
+        }
+        let gone: Vec<String> = self
+            .sidecars
+            .iter()
+            .filter(|(_, _, c)| c.is_none())
+            .map(|(s, _, _)| s.name.clone())
+            .collect();
+        for name in gone {
+            self.restart_sidecar(&name).await?;
+            done.push(format!("sidecar-{name}"));
+        }
+        Ok(done)
     }
 }

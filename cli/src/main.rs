@@ -290,6 +290,14 @@ enum DatanodeCmd {
 
 #[derive(Subcommand)]
 enum LocalCmd {
+    /// Starts again the datanodes and sidecars of a running `local up` that
+    /// exited (killed, crashed); each keeps its data.
+    #[command(after_help = "Example: ozone local restart --dir /tmp/ozone")]
+    Restart {
+        /// The directory `local up` runs in.
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Runs an OM and datanodes in DIR until Ctrl-C or SIGTERM.
     #[command(after_help = "Example: ozone local up --dir /tmp/ozone --datanodes 3 --sidecars")]
     Up {
@@ -718,6 +726,30 @@ fn op_name(s: i32) -> &'static str {
     }
 }
 
+/// Asks the `local up` running in `dir` (its pid file) to start its exited
+/// processes again (SIGHUP).
+fn local_restart(dir: &std::path::Path) -> anyhow::Result<()> {
+    let pid_file = dir.join("local-up.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "no local cluster runs in {} ({}: {e})",
+                dir.display(),
+                pid_file.display()
+            )
+        })?
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{} holds no pid", pid_file.display()))?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .map_err(|e| anyhow::anyhow!("local up (pid {pid}) in {}: {e}", dir.display()))?;
+    println!("asked local up (pid {pid}) to restart its exited processes; see its output");
+    Ok(())
+}
+
 async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> anyhow::Result<()> {
     if datanodes == 0 {
         bail!("--datanodes must be at least 1");
@@ -763,17 +795,42 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
         dir.display(),
         dir.display()
     );
-    tokio::select! {
-        _ = &mut stop => {
-            eprintln!("stopping");
-            cluster.stop().await;
-            Ok(())
+    let pid_file = dir.join("local-up.pid");
+    std::fs::write(&pid_file, format!("{}\n", std::process::id()))?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    // A datanode or sidecar that exits is reported and the rest keeps
+    // running (a lost datanode is what the replication manager repairs);
+    // SIGHUP (`ozone local restart --dir DIR`) starts the exited ones again.
+    // The OM's exit ends the cluster.
+    let res = loop {
+        tokio::select! {
+            _ = &mut stop => {
+                eprintln!("stopping");
+                break Ok(());
+            }
+            (name, status) = cluster.next_exit() => {
+                if name == "om" {
+                    break Err(anyhow::anyhow!("the OM exited ({status}); see {}/logs/om.log", dir.display()));
+                }
+                eprintln!(
+                    "{name} exited ({status}); the rest keeps running. `ozone local restart --dir {}` \
+                     starts it again; its log is {}/logs/{name}.log",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            _ = hup.recv() => {
+                match cluster.restart_exited().await {
+                    Ok(v) if v.is_empty() => eprintln!("restart: every process is running"),
+                    Ok(v) => eprintln!("restarted {}", v.join(", ")),
+                    Err(e) => eprintln!("restart failed: {e}"),
+                }
+            }
         }
-        name = cluster.wait_any_exit() => {
-            cluster.stop().await;
-            bail!("{name} exited; see {}/logs/{name}.log", dir.display())
-        }
-    }
+    };
+    cluster.stop().await;
+    let _ = std::fs::remove_file(&pid_file);
+    res
 }
 
 /// The role names the image links to this binary: `ozone-om ARGS` runs as
@@ -846,6 +903,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     sidecars,
                 },
         } => local_up(&cli, dir.clone(), *datanodes, *sidecars).await,
+        Cmd::Local {
+            cmd: LocalCmd::Restart { dir },
+        } => local_restart(dir),
         Cmd::Demo(args) => demo::run(args.clone(), cli.set.clone()).await,
         Cmd::Config { role, markdown } => print_config(&cli, role, *markdown),
         Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,

@@ -374,3 +374,95 @@ fn the_fs_shell_works_on_a_file_system_bucket() {
     assert!(!usage.status.success());
     assert!(String::from_utf8_lossy(&usage.stderr).contains("Usage: ozone fs"));
 }
+
+/// The pid of the process whose command line contains `needle`.
+fn pid_of(needle: &str) -> Option<i32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) && cmd.contains(" datanode ") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// A local cluster outlives one of its datanodes (SIGKILL): the OM keeps
+/// answering, the loss shows in `admin datanode list`, and
+/// `ozone local restart` brings the datanode back with its data.
+#[test]
+fn local_up_survives_a_killed_datanode_and_restarts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut up, env) = local_up(dir.path(), 3);
+    let env = env.as_str();
+    ok(env, &["sh", "volume", "create", "/vol1"]);
+    ok(env, &["sh", "bucket", "create", "/vol1/bkt1"]);
+    let src = dir.path().join("in.bin");
+    std::fs::write(&src, data::bytes(3, 3 << 20)).unwrap();
+    ok(
+        env,
+        &["sh", "key", "put", "/vol1/bkt1/k", src.to_str().unwrap()],
+    );
+    let node2 = format!("{}/cluster/node2/data", dir.path().display());
+    let pid = pid_of(&node2).expect("node2's datanode");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(up.0.try_wait().unwrap().is_none(), "local up kept running");
+    let dns = ok(env, &["admin", "datanode", "list"]);
+    assert!(dns.contains("node2"), "{dns}");
+    // Reads go on from the other replicas.
+    let dst = dir.path().join("out.bin");
+    ok(
+        env,
+        &["sh", "key", "get", "/vol1/bkt1/k", dst.to_str().unwrap()],
+    );
+    assert!(std::fs::read(&dst).unwrap() == std::fs::read(&src).unwrap());
+
+    let cluster = format!("{}/cluster", dir.path().display());
+    let said = ok(env, &["local", "restart", "--dir", &cluster]);
+    assert!(said.contains("asked local up"), "{said}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = pid_of(&node2)
+            && p != pid
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node2 not restarted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Back with its data: its replica of the key is still on disk.
+    let replicas = std::fs::read_dir(format!("{node2}/containers"))
+        .unwrap()
+        .count();
+    assert!(replicas > 0, "node2's data kept");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let dns = ok(env, &["admin", "datanode", "list"]);
+        if dns
+            .lines()
+            .any(|l| l.contains("node2") && l.contains("HEALTHY"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node2 not healthy again: {dns}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let none = ozone(env, &["local", "restart", "--dir", "/nonexistent"]);
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no local cluster runs in /nonexistent")
+    );
+}
