@@ -9,6 +9,7 @@ pub mod dn_channels;
 pub mod fs;
 pub mod group_commit;
 pub mod metrics;
+pub mod open_keys;
 pub mod placement;
 pub mod registry;
 pub mod replica_map;

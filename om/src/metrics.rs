@@ -46,6 +46,12 @@ pub struct Metrics {
     pub bytes_copied: Counter,
     /// Passes of the replication manager.
     pub replication_passes: Counter,
+    /// Open write sessions (last cleanup pass).
+    pub open_keys: Gauge,
+    /// Write sessions dropped by the open-key cleanup.
+    pub open_keys_aborted: Counter,
+    /// Files closed at their synced length by the lease hard limit.
+    pub open_keys_lease_closed: Counter,
 }
 
 impl Metrics {
@@ -53,6 +59,21 @@ impl Metrics {
     pub fn register(&self, reg: &mut Registry) {
         let r = reg.sub_registry_with_prefix("ozone_om");
         r.register("ops", "Requests by method", self.ops.clone());
+        r.register(
+            "open_keys",
+            "Open write sessions (last cleanup pass)",
+            self.open_keys.clone(),
+        );
+        r.register(
+            "open_keys_aborted",
+            "Write sessions dropped by the open-key cleanup",
+            self.open_keys_aborted.clone(),
+        );
+        r.register(
+            "open_keys_lease_closed",
+            "Files closed at their synced length by the lease hard limit",
+            self.open_keys_lease_closed.clone(),
+        );
         r.register("errors", "Failed requests by method", self.errors.clone());
         r.register(
             "keys_committed",

@@ -43,6 +43,8 @@ pub struct OmConfig {
     pub block_token_expiry: Duration,
     /// The replication manager's settings.
     pub replication: crate::replication::ReplicationConfig,
+    /// When abandoned write sessions are cleaned up.
+    pub open_keys: crate::open_keys::OpenKeyCleanup,
 }
 
 impl OmConfig {
@@ -60,6 +62,11 @@ impl OmConfig {
             max_message_size: conf.value(&keys::MAX_MESSAGE_SIZE)?.0 as usize,
             block_token_secret: conf.block_token_secret()?,
             block_token_expiry: conf.value(&keys::BLOCK_TOKEN_EXPIRY)?,
+            open_keys: crate::open_keys::OpenKeyCleanup {
+                interval: conf.value(&keys::OPEN_KEY_CLEANUP_INTERVAL)?,
+                expire: conf.value(&keys::OPEN_KEY_EXPIRE)?,
+                lease_hard_limit: conf.value(&keys::LEASE_HARD_LIMIT)?,
+            },
             replication: crate::replication::ReplicationConfig {
                 interval: conf.value(&keys::REPLICATION_INTERVAL)?,
                 limit: conf.value(&keys::REPLICATION_LIMIT)?.max(1) as usize,
@@ -172,6 +179,12 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         .max_encoding_message_size(cfg.max_message_size);
     let grpc = server::spawn_tcp("OM", server::grpc().add_service(om), ports.grpc, rx.clone());
     let replicator = tokio::spawn(replication.run(rx.clone()));
+    let cleaner = tokio::spawn(crate::open_keys::run(
+        store.clone(),
+        cfg.open_keys,
+        metrics.clone(),
+        rx.clone(),
+    ));
     let deleter = tokio::spawn(crate::deletion::run(
         store,
         registry,
@@ -188,6 +201,6 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
             http_addr,
         },
         shutdown,
-        vec![grpc, deleter, replicator],
+        vec![grpc, deleter, replicator, cleaner],
     ))
 }

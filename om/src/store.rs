@@ -273,6 +273,11 @@ impl OmStore {
     /// written) is an error. In a file-system bucket missing parent
     /// directories are made and the name is held until commit.
     pub fn open_key(&self, template: &KeyInfo, exclusive: bool, now: u64) -> Result<u64, OmError> {
+        // The session's start, for the open-key cleanup.
+        let template = &KeyInfo {
+            created_ms: now,
+            ..template.clone()
+        };
         if let Some(root) = self.fs_root(&template.volume, &template.bucket)? {
             return self.fs_create(root, template, exclusive, now);
         }
@@ -353,6 +358,8 @@ impl OmStore {
                 token: Vec::new(),
             };
             session.blocks.push(block.clone());
+            // The session's last activity, for the open-key cleanup.
+            session.modified_ms = ozone_common::now_ms();
             open.insert(id, session.encode_to_vec().as_slice())
                 .map_err(meta)?;
             block
@@ -529,6 +536,7 @@ impl OmStore {
             }
             session.synced_blocks = Self::checked_blocks(&session, blocks, size)?;
             session.size = size;
+            session.modified_ms = ozone_common::now_ms();
             open.insert(id, session.encode_to_vec().as_slice())
                 .map_err(meta)?;
         }

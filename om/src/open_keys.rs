@@ -1,0 +1,174 @@
+//! Open-key cleanup (Apache Ozone's open-key cleanup and lease hard limit):
+//! a write session whose writer went away (killed before commit) would
+//! otherwise hold its allocated blocks, and in a file-system bucket its
+//! file's name, forever. Every `ozone.om.open.key.cleanup.service.interval`
+//! the OM looks at each session's last activity (opened, block allocated,
+//! hsync): a file with hsynced data is closed at its synced length once
+//! idle for `ozone.om.lease.hard.limit` (HDFS's lease hard limit: what was
+//! synced stays readable); any other session idle for
+//! `ozone.om.open.key.expire.threshold` is dropped and its blocks go to
+//! the deletion service (and so off the datanodes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::store::{OmError, OmStore};
+
+/// When sessions are cleaned up.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenKeyCleanup {
+    /// Pause between two passes.
+    pub interval: Duration,
+    /// A session idle this long is dropped (no synced data).
+    pub expire: Duration,
+    /// A file with synced data idle this long is closed at its synced length.
+    pub lease_hard_limit: Duration,
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Cleaned {
+    /// Sessions dropped, their blocks queued for deletion.
+    pub aborted: u64,
+    /// Files closed at their synced length.
+    pub closed: u64,
+    /// Sessions still open after the pass.
+    pub open: u64,
+}
+
+/// One pass over the open sessions at time `now` (ms since the epoch).
+pub fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, OmError> {
+    let mut done = Cleaned::default();
+    for (id, s) in store.sessions()? {
+        let idle = now.saturating_sub(s.created_ms.max(s.modified_ms));
+        let synced = s.parent_id != 0 && !s.synced_blocks.is_empty();
+        if synced && idle >= cfg.lease_hard_limit.as_millis() as u64 {
+            match store.fs_recover_lease(&s.volume, &s.bucket, &s.name, now) {
+                Ok((len, true)) => {
+                    tracing::info!(volume = %s.volume, bucket = %s.bucket, path = %s.name, length = len,
+                        "lease hard limit: file closed at its synced length");
+                    done.closed += 1;
+                }
+                Ok((_, false)) => {}
+                // Its directory is gone: nothing to keep.
+                Err(OmError::NotFound(_)) => {
+                    store.abort_session(id)?;
+                    done.aborted += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        } else if !synced && idle >= cfg.expire.as_millis() as u64 {
+            tracing::info!(volume = %s.volume, bucket = %s.bucket, key = %s.name, idle_ms = idle,
+                "open key expired: write session dropped, its blocks deleted");
+            store.abort_session(id)?;
+            done.aborted += 1;
+        } else {
+            done.open += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Runs passes until `stop` turns true.
+pub async fn run(
+    store: Arc<OmStore>,
+    cfg: OpenKeyCleanup,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(cfg.interval) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || pass(&s, &cfg, ozone_common::now_ms())).await {
+            Ok(Ok(c)) => {
+                metrics.open_keys_aborted.inc_by(c.aborted);
+                metrics.open_keys_lease_closed.inc_by(c.closed);
+                metrics.open_keys.set(c.open as i64);
+            }
+            Ok(Err(e)) => tracing::warn!("open-key cleanup failed: {e}"),
+            Err(e) => tracing::warn!("open-key cleanup panicked: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ozone_proto::{BucketLayout, KeyBlock, KeyInfo};
+
+    fn template(bucket: &str, name: &str) -> KeyInfo {
+        KeyInfo {
+            volume: "vol".into(),
+            bucket: bucket.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn abandoned_sessions_are_dropped_and_synced_files_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = OmStore::open(&dir.path().join("om.redb")).unwrap();
+        s.create_volume("vol", 1).unwrap();
+        s.create_bucket("vol", "obj", BucketLayout::ObjectStore, 1)
+            .unwrap();
+        s.create_bucket("vol", "fsb", BucketLayout::FileSystemOptimized, 1)
+            .unwrap();
+        let t0 = ozone_common::now_ms();
+        // An object-store write that died after its first block.
+        let dead = s.open_key(&template("obj", "dead"), false, t0).unwrap();
+        s.allocate_block(dead, &["dn1".into()]).unwrap();
+        // A WAL-like file: a block, hsynced to 100 bytes, then its writer died.
+        let wal = s.open_key(&template("fsb", "wal/1"), false, t0).unwrap();
+        let b = s.allocate_block(wal, &["dn1".into()]).unwrap();
+        let synced = KeyBlock {
+            length: 100,
+            ..b.clone()
+        };
+        s.hsync_key(wal, &[synced], 100).unwrap();
+        // A file being written that never synced.
+        let unsynced = s.open_key(&template("fsb", "tmp/x"), false, t0).unwrap();
+        s.allocate_block(unsynced, &["dn2".into()]).unwrap();
+
+        let cfg = OpenKeyCleanup {
+            interval: Duration::from_secs(1),
+            expire: Duration::from_secs(60),
+            lease_hard_limit: Duration::from_secs(120),
+        };
+        let now = ozone_common::now_ms();
+        // Young sessions stay.
+        assert_eq!(
+            pass(&s, &cfg, now).unwrap(),
+            Cleaned {
+                aborted: 0,
+                closed: 0,
+                open: 3
+            }
+        );
+        // Past the expiry, before the hard limit: the unsynced ones go.
+        let c = pass(&s, &cfg, now + 90_000).unwrap();
+        assert_eq!((c.aborted, c.closed, c.open), (2, 0, 1));
+        assert!(s.session(dead).is_err() && s.session(unsynced).is_err());
+        assert!(
+            s.lookup_key("vol", "obj", "dead").is_err(),
+            "never committed"
+        );
+        // Past the hard limit: the WAL is closed at its synced length.
+        let c = pass(&s, &cfg, now + 200_000).unwrap();
+        assert_eq!((c.aborted, c.closed, c.open), (0, 1, 0));
+        let f = s.lookup_key("vol", "fsb", "wal/1").unwrap();
+        assert_eq!(f.size, 100);
+        assert!(s.fs_is_closed("vol", "fsb", "wal/1").unwrap());
+        // The dropped sessions' blocks are queued for deletion on their datanodes.
+        assert_eq!(s.pending_deletes("dn1", 100).unwrap().len(), 1);
+        assert_eq!(s.pending_deletes("dn2", 100).unwrap().len(), 1);
+        // The name of the dropped file is free again.
+        s.open_key(&template("fsb", "tmp/x"), true, now).unwrap();
+    }
+}
