@@ -491,11 +491,15 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
     flip(c, 0, &key, 100);
     let app = SidecarClient::unix(&s.socket).unwrap();
     let p = app.policy().await.unwrap();
-    assert!(!p.verify_checksum && !p.allow_verify_override && p.passthrough);
+    assert!(p.verify_checksum && p.allow_verify_override && p.passthrough);
     assert_eq!(p.short_circuit, "auto");
-    // Obeyed: no verification (HBase checks its HFile checksums), the
-    // local replica read short-circuit, so the flipped byte comes back.
-    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    // Obeyed as HBase's HFileSystem uses it: its no-checksum instance asks
+    // for no verification (HBase checks its HFile checksums), reads the
+    // local replica short-circuit, and the flipped byte comes back ...
+    let r = app
+        .open_key_with("vol", "bucket", "k", Some(false))
+        .await
+        .unwrap();
     assert!(!r.verify_checksum());
     let mut buf = vec![0u8; 4096];
     r.read_exact_at(0, &mut buf).await.unwrap();
@@ -505,28 +509,31 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
         metric(&s, "ozone_sidecar_read_bytes_total{path=\"short-circuit\"}") >= 4096.0,
         "read short-circuit"
     );
-    // A stream may not ask for verification back (override not allowed).
-    let e = app
-        .open_key_with("vol", "bucket", "k", Some(true))
-        .await
-        .err()
-        .expect("override refused");
-    assert!(
-        e.to_string()
-            .contains("ozone.sidecar.verify.override.allowed"),
-        "{e}"
-    );
+    // ... while its checksummed instance (the fallback reader) verifies by
+    // default, skips the bad replica and reads the right byte.
+    let v = app.open_key("vol", "bucket", "k").await.unwrap();
+    assert!(v.verify_checksum());
+    v.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf[100], want[100]);
+    v.close().await.unwrap();
 
     // A sidecar whose policy file changes to the example's content reloads it.
     let s2 = c
-        .start_sidecar("node1", "other", &["ozone.client.verify.checksum = true"])
+        .start_sidecar(
+            "node1",
+            "other",
+            &[
+                "ozone.client.verify.checksum = false",
+                "ozone.sidecar.verify.override.allowed = false",
+            ],
+        )
         .await
         .unwrap();
     let app2 = SidecarClient::unix(&s2.socket).unwrap();
-    assert!(app2.policy().await.unwrap().verify_checksum);
+    assert!(!app2.policy().await.unwrap().allow_verify_override);
     std::fs::write(&s2.conf, &policy).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while app2.policy().await.unwrap().verify_checksum {
+    while !app2.policy().await.unwrap().allow_verify_override {
         assert!(
             Instant::now() < deadline,
             "the example's policy never loaded"

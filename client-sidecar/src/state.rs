@@ -411,9 +411,7 @@ impl State {
         let t = Instant::now();
         let verify = verified || s.reader.verify_checksum();
         let res = if verified && !s.reader.verify_checksum() {
-            let mut v = s.reader.clone();
-            v.set_verify_checksum(true);
-            v.read_exact_at(offset, buf).await
+            s.reader.verified_read_at(offset, buf).await
         } else {
             s.reader.read_exact_at(offset, buf).await
         };
