@@ -71,7 +71,9 @@ fn the_hbase_policy_is_read_by_the_sidecar_and_its_client() {
     assert!(conf.unknown().is_empty(), "{:?}", conf.unknown());
     conf.validate().unwrap();
     let p = ozone_sidecar::policy::Policy::from_conf(&conf).unwrap();
-    assert!(!p.verify_checksum && !p.allow_verify_override && p.passthrough);
+    // Verify by default (HBase's fallback reader), overrides allowed (its
+    // HFileSystem turns verification off on the instance it reads HFiles with).
+    assert!(p.verify_checksum && p.allow_verify_override && p.passthrough);
     assert_eq!(p.short_circuit, keys::ShortCircuitMode::Auto);
     // The sidecar builds its client from the same file, with the node's
     // socket directory.
