@@ -156,9 +156,10 @@ final class LocalBlock {
    * Whether an unaligned verified read takes one pread of its covering
    * windows into a per-thread buffer and one copy (true), or a pread
    * straight into the caller's buffer plus two small preads of the end
-   * windows' outer parts (false). Set by the benchmark to compare.
+   * windows' outer parts (false, measured faster on an idle machine:
+   * docs/PERFORMANCE.md). The benchmark sets it to compare both.
    */
-  static volatile boolean STAGED = Boolean.parseBoolean(System.getProperty("ozrs.verify.staged", "true"));
+  static volatile boolean STAGED = Boolean.parseBoolean(System.getProperty("ozrs.verify.staged", "false"));
 
   /** One pread of the covering windows, each checked, the requested bytes copied out. */
   private void readStaged(long off, ByteBuffer dst, int n) throws IOException {

@@ -50,6 +50,7 @@ final class OzrsInputStream extends FSInputStream
   /** Blocks whose local replica failed in this stream: read through the sidecar. */
   private final boolean[] skipLocal;
   private long pos;
+  private final byte[] oneByte = new byte[1];
   private volatile boolean closed;
 
   OzrsInputStream(SidecarConnection conn, KeyRef key, Boolean verifyOverride,
@@ -340,9 +341,8 @@ final class OzrsInputStream extends FSInputStream
 
   @Override
   public synchronized int read() throws IOException {
-    byte[] one = new byte[1];
-    int n = read(one, 0, 1);
-    return n <= 0 ? -1 : one[0] & 0xff;
+    int n = read(oneByte, 0, 1);
+    return n <= 0 ? -1 : oneByte[0] & 0xff;
   }
 
   @Override

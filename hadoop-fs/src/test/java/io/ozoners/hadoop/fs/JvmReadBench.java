@@ -106,7 +106,7 @@ public final class JvmReadBench {
     });
     modes.put("jar short-circuit, verify off", (t, f, pos, buf, crc) -> offS[f].readFully(pos, buf));
     modes.put("jar short-circuit, verify on", (t, f, pos, buf, crc) -> onS[f].readFully(pos, buf));
-    modes.put("jar short-circuit, verify on (in place)", (t, f, pos, buf, crc) -> onS[f].readFully(pos, buf));
+    modes.put("jar short-circuit, verify on (staged)", (t, f, pos, buf, crc) -> onS[f].readFully(pos, buf));
     modes.put("jar through the sidecar", (t, f, pos, buf, crc) -> scS[f].readFully(pos, buf));
     // Every mode's run is preceded by a raw pread run (and the verifying
     // ones also by a pread + CRC32C run): each ratio compares runs taken
@@ -133,7 +133,7 @@ public final class JvmReadBench {
         long in0 = vmstat("pgpgin");
         double[] raw0 = run(rawReader, files, size, seconds);
         double[] crc0 = verifying ? run(crcReader, files, size, seconds) : null;
-        LocalBlock.STAGED = !m.getKey().endsWith("(in place)");
+        LocalBlock.STAGED = m.getKey().endsWith("(staged)");
         double[] res = run(m.getValue(), files, size, seconds);
         long in1 = vmstat("pgpgin");
         if (r == 0) {
@@ -151,7 +151,7 @@ public final class JvmReadBench {
         allocPerRead.merge(m.getKey(), res[1], Math::max);
       }
     }
-    LocalBlock.STAGED = true;
+    LocalBlock.STAGED = false;
     StringBuilder json = new StringBuilder("{\n");
     System.out.printf("%-42s %10s %9s %16s %17s%n", "mode", "ops/s", "of pread", "of pread+CRC32C",
         "bytes alloc/read");

@@ -126,6 +126,6 @@ public class TestLocalBlockVerify {
         raf.write(data[flip]);
       }
     }
-    LocalBlock.STAGED = true;
+    LocalBlock.STAGED = false;
   }
 }
