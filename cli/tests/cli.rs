@@ -440,26 +440,34 @@ fn local_up_survives_a_killed_datanode_and_restarts_it() {
         assert!(std::time::Instant::now() < deadline, "node2 not restarted");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Back with its data: its replica of the key is still on disk.
-    let replicas = std::fs::read_dir(format!("{node2}/containers"))
-        .unwrap()
-        .count();
-    assert!(replicas > 0, "node2's data kept");
+    // Back with its data: a reader on node2 gets the key from node2's
+    // restarted datanode, its replica from before the kill.
+    let again = dir.path().join("again.bin");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let dns = ok(env, &["admin", "datanode", "list"]);
-        if dns
-            .lines()
-            .any(|l| l.contains("node2") && l.contains("HEALTHY"))
-        {
+        let out = ozone(
+            env,
+            &[
+                "--node",
+                "node2",
+                "sh",
+                "key",
+                "get",
+                "/vol1/bkt1/k",
+                again.to_str().unwrap(),
+            ],
+        );
+        let report = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() && report.contains("node-local replica: 3145728 bytes") {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "node2 not healthy again: {dns}"
+            "node2 never served its replica again: {report}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(std::fs::read(&again).unwrap() == std::fs::read(&src).unwrap());
     let none = ozone(env, &["local", "restart", "--dir", "/nonexistent"]);
     assert!(!none.status.success());
     assert!(

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -15,20 +14,12 @@ use ozone_client::{Client, ClientError};
 
 /// GET `path` from a sidecar's HTTP port.
 fn http_get(s: &SidecarInfo, path: &str) -> String {
-    let mut c = std::net::TcpStream::connect(&s.http).unwrap();
-    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).unwrap();
-    out
+    common::http_get(&s.http, path)
 }
 
-/// The value of a metric line starting with `prefix` (summed over lines).
+/// The value of a sidecar's metric lines starting with `prefix`, summed.
 fn metric(s: &SidecarInfo, prefix: &str) -> f64 {
-    http_get(s, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    common::metric(&s.http, prefix) as f64
 }
 
 /// Waits until `f` holds (the sidecar exports counters every second).

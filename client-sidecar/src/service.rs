@@ -123,11 +123,13 @@ impl Sidecar for SidecarService {
             .map_err(status)?;
         reader.set_verify_checksum(verify);
         let size = reader.size();
+        let info = reader.info().clone();
         let handle = self.state.add_stream(reader, active, owner)?;
         Ok(Response::new(SidecarOpenResponse {
             handle,
             size,
             verify_checksum: verify,
+            key: Some(info),
         }))
     }
 
@@ -434,12 +436,10 @@ impl Sidecar for SidecarService {
     ) -> Result<Response<SidecarFileChecksum>, Status> {
         let _g = self.state.enter()?;
         let k = key(req.into_inner().key)?;
-        let client = self.state.active().client.clone();
-        let info = client
-            .key_info(&k.volume, &k.bucket, &k.key)
-            .await
-            .map_err(status)?;
-        let c = client
+        let c = self
+            .state
+            .active()
+            .client
             .key_checksum(&k.volume, &k.bucket, &k.key)
             .await
             .map_err(status)?;
@@ -447,7 +447,7 @@ impl Sidecar for SidecarService {
             r#type: c.kind as i32,
             crc: c.crc,
             length: c.size,
-            bytes_per_checksum: info.bytes_per_checksum,
+            bytes_per_checksum: c.bytes_per_checksum,
         }))
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct Stream {
     _active: Arc<Active>,
     /// Milliseconds after the state's birth of the last use.
     used: AtomicU64,
+    /// The application connection that opened it.
+    owner: Option<ConnId>,
 }
 
 pub(crate) type Writer = Arc<tokio::sync::Mutex<Option<KeyWriter>>>;
@@ -38,6 +40,7 @@ pub(crate) type Writer = Arc<tokio::sync::Mutex<Option<KeyWriter>>>;
 struct WriterSlot {
     w: Writer,
     used: AtomicU64,
+    owner: Option<ConnId>,
 }
 
 /// Why a stream was closed by the sidecar rather than by its application.
@@ -266,12 +269,33 @@ impl State {
         }
     }
 
-    fn disown(&self, handle: u64) {
-        let mut g = lock(&self.owned);
-        g.retain(|_, hs| {
-            hs.remove(&handle);
-            !hs.is_empty()
-        });
+    /// Forgets handle `h`, a read stream or a write: its gauge and its
+    /// connection's set. Whether it was open.
+    fn forget(&self, h: u64) -> bool {
+        let stream = lock(&self.streams).remove(&h);
+        let owner = if let Some(st) = stream {
+            self.metrics.open_streams.dec();
+            st.owner
+        } else {
+            let writer = lock(&self.writers).remove(&h);
+            match writer {
+                Some(w) => {
+                    self.metrics.open_writers.dec();
+                    w.owner
+                }
+                None => return false,
+            }
+        };
+        if let Some(c) = owner {
+            let mut g = lock(&self.owned);
+            if let Some(hs) = g.get_mut(&c) {
+                hs.remove(&h);
+                if hs.is_empty() {
+                    g.remove(&c);
+                }
+            }
+        }
+        true
     }
 
     /// Registers a read stream opened under `active` by connection `owner`;
@@ -289,6 +313,7 @@ impl State {
                 reader,
                 _active: active,
                 used: AtomicU64::new(self.now_ms()),
+                owner,
             }),
         );
         self.own(owner, handle);
@@ -298,12 +323,7 @@ impl State {
 
     /// Forgets read stream `handle`; whether it was open.
     pub(crate) fn remove_stream(&self, handle: u64) -> bool {
-        let gone = lock(&self.streams).remove(&handle).is_some();
-        if gone {
-            self.metrics.open_streams.dec();
-            self.disown(handle);
-        }
-        gone
+        self.forget(handle)
     }
 
     /// Registers an open write of connection `owner`; returns its handle.
@@ -314,6 +334,7 @@ impl State {
             Arc::new(WriterSlot {
                 w: Arc::new(tokio::sync::Mutex::new(Some(w))),
                 used: AtomicU64::new(self.now_ms()),
+                owner,
             }),
         );
         self.own(owner, handle);
@@ -323,25 +344,14 @@ impl State {
 
     /// Forgets write `handle` (committed).
     pub(crate) fn remove_writer(&self, handle: u64) {
-        if lock(&self.writers).remove(&handle).is_some() {
-            self.metrics.open_writers.dec();
-            self.disown(handle);
-        }
+        self.forget(handle);
     }
 
     /// Closes handle `h` for the sidecar's own reason: a read stream is
     /// dropped, a write abandoned uncommitted (its file keeps its last
     /// hsync, for lease recovery).
     fn reap(&self, h: u64, why: Reaped) {
-        let stream = lock(&self.streams).remove(&h).is_some();
-        let writer = lock(&self.writers).remove(&h).is_some();
-        if stream {
-            self.metrics.open_streams.dec();
-        }
-        if writer {
-            self.metrics.open_writers.dec();
-        }
-        if stream || writer {
+        if self.forget(h) {
             self.metrics
                 .reaped
                 .get_or_create(&crate::metrics::ReapLabels {
@@ -386,7 +396,6 @@ impl State {
         );
         for &h in &victims {
             self.reap(h, Reaped::Idle);
-            self.disown(h);
         }
         victims.len()
     }

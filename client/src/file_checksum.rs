@@ -18,6 +18,8 @@ pub struct FileChecksum {
     pub crc: u32,
     /// Key length.
     pub size: u64,
+    /// The key's bytes per checksum (the windows the CRC was combined from).
+    pub bytes_per_checksum: u32,
 }
 
 pub(crate) async fn compute(inner: &ClientInner, key: &KeyInfo) -> Result<FileChecksum> {
@@ -85,5 +87,6 @@ pub(crate) async fn compute(inner: &ClientInner, key: &KeyInfo) -> Result<FileCh
         kind,
         crc: acc.unwrap_or_else(|| ck.checksum(&[])),
         size: key.size,
+        bytes_per_checksum: key.bytes_per_checksum,
     })
 }

@@ -242,6 +242,7 @@ impl SidecarClient {
                 .unwrap_or(ozone_proto::ChecksumType::Unspecified),
             crc: r.crc,
             size: r.length,
+            bytes_per_checksum: r.bytes_per_checksum,
         })
     }
 

@@ -421,6 +421,19 @@ impl OmStore {
     }
 
     /// Drops the name reservation of an abandoned file session (in `txn`).
+    /// Whether write session `id` (of file `key`) still holds its file's
+    /// name: false for an orphan whose directory was deleted.
+    pub fn fs_holds(&self, id: u64, key: &KeyInfo) -> Result<bool, OmError> {
+        let txn = self.db.begin_read().map_err(meta)?;
+        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let leaf = key.name.rsplit('/').next().unwrap_or_default();
+        Ok(open
+            .get((key.parent_id, leaf))
+            .map_err(meta)?
+            .map(|v| v.value())
+            == Some(id))
+    }
+
     pub(crate) fn fs_release(
         txn: &redb::WriteTransaction,
         id: u64,

@@ -46,15 +46,23 @@ pub fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, 
         let idle = now.saturating_sub(s.created_ms.max(s.modified_ms));
         let synced = s.parent_id != 0 && !s.synced_blocks.is_empty();
         if synced && idle >= cfg.lease_hard_limit.as_millis() as u64 {
-            match store.fs_recover_lease(&s.volume, &s.bucket, &s.name, now) {
+            // Lease recovery acts on whoever writes the path: only when
+            // that is this session.
+            let recovered = if store.fs_holds(id, &s)? {
+                store.fs_recover_lease(&s.volume, &s.bucket, &s.name, now)
+            } else {
+                Ok((0, false))
+            };
+            match recovered {
                 Ok((len, true)) => {
                     tracing::info!(volume = %s.volume, bucket = %s.bucket, path = %s.name, length = len,
                         "lease hard limit: file closed at its synced length");
                     done.closed += 1;
                 }
-                Ok((_, false)) => {}
-                // Its directory is gone: nothing to keep.
-                Err(OmError::NotFound(_)) => {
+                // The path holds a file this session does not write (its
+                // directory was deleted and made again), or the directory is
+                // gone: the session is an orphan, nothing of it to keep.
+                Ok((_, false)) | Err(OmError::NotFound(_)) => {
                     store.abort_session(id)?;
                     done.aborted += 1;
                 }

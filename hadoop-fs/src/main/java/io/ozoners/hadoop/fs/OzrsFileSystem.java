@@ -251,15 +251,6 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
     }
   }
 
-  /** Opens {@code f} for reading with checksums verified or not, whatever this instance says. */
-  public FSDataInputStream open(Path f, boolean verify) throws IOException {
-    Loc l = loc(f);
-    if (!l.inBucket()) {
-      throw new FileNotFoundException(l + " is not a file");
-    }
-    return new FSDataInputStream(new OzrsInputStream(conn, l.key(), verify, statistics, l.toString()));
-  }
-
   // ------------------------------------------------------------- writes
 
   @Override
@@ -556,32 +547,28 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
 
   @Override
   public boolean recoverLease(Path file) throws IOException {
-    Loc l = leaseFile(file);
-    try {
-      return call(() -> conn.call().recoverLease(RecoverLeaseRequest.newBuilder().setPath(l.fs()).build()))
-          .getClosed();
-    } catch (IOException e) {
-      throw leaseError(l, e);
-    }
+    return leaseCall(file, p -> conn.call().recoverLease(RecoverLeaseRequest.newBuilder().setPath(p).build())
+        .getClosed());
   }
 
   @Override
   public boolean isFileClosed(Path file) throws IOException {
-    Loc l = leaseFile(file);
-    try {
-      return call(() -> conn.call().isFileClosed(IsFileClosedRequest.newBuilder().setPath(l.fs()).build()))
-          .getClosed();
-    } catch (IOException e) {
-      throw leaseError(l, e);
-    }
+    return leaseCall(file, p -> conn.call().isFileClosed(IsFileClosedRequest.newBuilder().setPath(p).build())
+        .getClosed());
   }
 
-  private Loc leaseFile(Path file) throws IOException {
+  /** A lease call on a file, with HDFS's errors for a missing path or a directory. */
+  private boolean leaseCall(Path file, java.util.function.Function<FsPath, Boolean> f) throws IOException {
     Loc l = loc(file);
     if (!l.inBucket()) {
       throw new FileNotFoundException("Path is not a file: " + l);
     }
-    return l;
+    FsPath p = l.fs();
+    try {
+      return call(() -> f.apply(p));
+    } catch (IOException e) {
+      throw leaseError(l, e);
+    }
   }
 
   /** HDFS's messages for lease calls on a missing path or a directory. */

@@ -3,14 +3,12 @@ package io.ozoners.hadoop.fs;
 import io.grpc.StatusRuntimeException;
 import io.ozoners.proto.DatanodeDetails;
 import io.ozoners.proto.KeyBlock;
-import io.ozoners.proto.KeyInfo;
 import io.ozoners.proto.KeyRef;
 import io.ozoners.proto.SidecarCloseRequest;
 import io.ozoners.proto.SidecarOpenRequest;
 import io.ozoners.proto.SidecarOpenResponse;
 import io.ozoners.proto.SidecarReadRequest;
 import io.ozoners.proto.SidecarReadResponse;
-import io.ozoners.proto.SidecarStatRequest;
 import java.io.EOFException;
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -64,21 +62,14 @@ final class OzrsInputStream extends FSInputStream
     this.handle = o.getHandle();
     this.size = o.getSize();
     this.verify = o.getVerifyChecksum();
-    KeyInfo info;
-    try {
-      info = Rpc.call(conn, () -> conn.call().stat(SidecarStatRequest.newBuilder().setKey(key).build()))
-          .getKey();
-    } catch (IOException e) {
-      closeHandle();
-      throw e;
-    }
-    List<KeyBlock> b = info.getBlocksList();
+    // The key as the sidecar's stream reads it (one lookup for both).
+    List<KeyBlock> b = o.getKey().getBlocksList();
     long covered = 0;
     for (KeyBlock kb : b) {
       covered = Math.max(covered, kb.getOffset() + kb.getLength());
     }
-    // A file being written, or one replaced between the two calls: every
-    // read through the sidecar.
+    // A file being written (its synced data is not in committed blocks):
+    // every read through the sidecar.
     this.blocks = covered == size ? b : List.of();
     if (covered != size) {
       LOG.debug("{}: blocks cover {} of {} bytes: every read through the sidecar", name, covered, size);
@@ -296,11 +287,27 @@ final class OzrsInputStream extends FSInputStream
 
   private synchronized void reopen() throws IOException {
     SidecarOpenResponse o = open();
-    if (o.getSize() != size) {
+    if (o.getSize() != size || !sameBlocks(o.getKey().getBlocksList())) {
       closeQuietly(o.getHandle());
-      throw new IOException(name + " changed while open (" + size + " -> " + o.getSize() + " bytes)");
+      throw new IOException(name + " was replaced while open (" + size + " -> " + o.getSize() + " bytes)");
     }
     handle = o.getHandle();
+  }
+
+  /** Whether {@code other} holds this stream's blocks (a reopened handle reads the same file). */
+  private boolean sameBlocks(List<KeyBlock> other) {
+    if (blocks.isEmpty()) {
+      return true; // a file being written: every read goes through the sidecar anyway
+    }
+    if (other.size() != blocks.size()) {
+      return false;
+    }
+    for (int i = 0; i < other.size(); i++) {
+      if (!other.get(i).getBlock().equals(blocks.get(i).getBlock())) {
+        return false;
+      }
+    }
+    return true;
   }
 
   @Override
@@ -351,19 +358,17 @@ final class OzrsInputStream extends FSInputStream
     if (off < 0 || len < 0 || len > b.length - off) {
       throw new IndexOutOfBoundsException("offset " + off + ", length " + len + ", buffer " + b.length);
     }
-    if (len == 0) {
-      return 0;
-    }
-    int n = pread(pos, ByteBuffer.wrap(b, off, len));
-    if (n > 0) {
-      pos += n;
-    }
-    return n;
+    return len == 0 ? 0 : readAtPos(ByteBuffer.wrap(b, off, len));
   }
 
   @Override
   public synchronized int read(ByteBuffer buf) throws IOException {
     checkOpen();
+    return readAtPos(buf);
+  }
+
+  /** A read at the stream's position, which advances by what was read. */
+  private int readAtPos(ByteBuffer buf) throws IOException {
     int n = pread(pos, buf);
     if (n > 0) {
       pos += n;

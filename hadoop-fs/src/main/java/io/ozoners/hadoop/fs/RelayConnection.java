@@ -10,7 +10,6 @@ import io.ozoners.proto.ScHandshakeResponse;
 import io.ozoners.proto.ScReleaseRequest;
 import com.google.protobuf.ByteString;
 import java.io.File;
-import java.io.FileDescriptor;
 import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -198,8 +197,4 @@ final class RelayConnection implements AutoCloseable {
     }
   }
 
-  /** Used by tests: whether a descriptor is open. */
-  static boolean isOpen(FileDescriptor fd) {
-    return fd.valid();
-  }
 }

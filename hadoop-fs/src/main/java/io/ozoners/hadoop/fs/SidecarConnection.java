@@ -8,7 +8,6 @@ import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import io.ozoners.proto.SidecarDataError;
 import io.ozoners.proto.SidecarGrpc;
-import io.ozoners.proto.SidecarReadRequest;
 import java.io.File;
 import java.io.IOException;
 import java.io.InterruptedIOException;
@@ -39,7 +38,7 @@ final class SidecarConnection {
   private final ManagedChannel channel;
   private final EventLoopGroup group;
   final SidecarGrpc.SidecarBlockingStub rpc;
-  private final ArrayDeque<AFUNIXSocketChannel> idleData = new ArrayDeque<>();
+  private final ArrayDeque<DataConn> idleData = new ArrayDeque<>();
   private final Map<String, RelayConnection> relays = new ConcurrentHashMap<>();
   private final Map<String, Long> relayBackoff = new ConcurrentHashMap<>();
 
@@ -140,57 +139,83 @@ final class SidecarConnection {
   int read(long handle, long offset, ByteBuffer dst, int n) throws IOException {
     IOException last = null;
     for (int attempt = 0; attempt < 2; attempt++) {
-      AFUNIXSocketChannel ch = takeData(attempt > 0);
+      DataConn c = takeData(attempt > 0);
       try {
-        int got = readOn(ch, handle, offset, dst, n);
-        giveData(ch);
+        int got = c.read(handle, offset, dst, n);
+        giveData(c);
         return got;
       } catch (SidecarError e) {
-        giveData(ch);
+        giveData(c);
         throw e.toIOException(socket);
       } catch (IOException e) {
-        closeQuietly(ch);
+        closeQuietly(c.ch);
         last = e;
       }
     }
     throw new IOException("sidecar data socket " + dataSocket + ": " + last.getMessage(), last);
   }
 
-  private int readOn(AFUNIXSocketChannel ch, long handle, long offset, ByteBuffer dst, int n)
-      throws IOException {
-    byte[] body = SidecarReadRequest.newBuilder().setHandle(handle).setOffset(offset).setLength(n)
-        .build().toByteArray();
-    ByteBuffer req = ByteBuffer.allocate(Frames.HEADER + body.length);
-    req.put((byte) Frames.VERSION).put((byte) Frames.CMD_SIDECAR_READ).putInt(body.length).put(body).flip();
-    while (req.hasRemaining()) {
-      ch.write(req);
+  /**
+   * A data-socket connection with its own request and header buffers, used
+   * by one reader at a time: a read allocates nothing.
+   */
+  private static final class DataConn {
+    final AFUNIXSocketChannel ch;
+    /** Header plus a SidecarReadRequest: three varints of at most 10 bytes and their tags. */
+    private final ByteBuffer req = ByteBuffer.allocateDirect(Frames.HEADER + 33);
+    private final ByteBuffer hdr = ByteBuffer.allocateDirect(Frames.HEADER);
+
+    DataConn(AFUNIXSocketChannel ch) {
+      this.ch = ch;
     }
-    ByteBuffer h = ByteBuffer.allocate(Frames.HEADER);
-    fill(ch, h);
-    h.flip();
-    int version = h.get() & 0xff;
-    int cmd = h.get() & 0xff;
-    int len = h.getInt();
-    if (version != Frames.VERSION || len < 0 || len > Frames.MAX_FRAME) {
-      throw new IOException("bad frame from the sidecar data socket");
+
+    int read(long handle, long offset, ByteBuffer dst, int n) throws IOException {
+      req.clear().position(Frames.HEADER);
+      // SidecarReadRequest{handle = 1, offset = 2, length = 3}, encoded by hand.
+      field(1, handle);
+      field(2, offset);
+      field(3, n);
+      int body = req.position() - Frames.HEADER;
+      req.put(0, (byte) Frames.VERSION).put(1, (byte) Frames.CMD_SIDECAR_READ).putInt(2, body).flip();
+      while (req.hasRemaining()) {
+        ch.write(req);
+      }
+      hdr.clear();
+      fill(ch, hdr);
+      int version = hdr.get(0) & 0xff;
+      int cmd = hdr.get(1) & 0xff;
+      int len = hdr.getInt(2);
+      if (version != Frames.VERSION || len < 0 || len > Frames.MAX_FRAME) {
+        throw new IOException("bad frame from the sidecar data socket");
+      }
+      if (cmd == 0xff) {
+        ByteBuffer e = ByteBuffer.allocate(len);
+        fill(ch, e);
+        throw new SidecarError(SidecarDataError.parseFrom(e.array()));
+      }
+      if (cmd != (Frames.CMD_SIDECAR_READ | Frames.RESPONSE) || len > n) {
+        throw new IOException("unexpected reply from the sidecar data socket: command " + cmd + ", "
+            + len + " bytes for a read of " + n);
+      }
+      int lim = dst.limit();
+      dst.limit(dst.position() + len);
+      try {
+        fill(ch, dst);
+      } finally {
+        dst.limit(lim);
+      }
+      return len;
     }
-    if (cmd == 0xff) {
-      ByteBuffer e = ByteBuffer.allocate(len);
-      fill(ch, e);
-      throw new SidecarError(SidecarDataError.parseFrom(e.array()));
+
+    /** A varint field (wire type 0). */
+    private void field(int number, long v) {
+      req.put((byte) (number << 3));
+      while ((v & ~0x7fL) != 0) {
+        req.put((byte) ((v & 0x7f) | 0x80));
+        v >>>= 7;
+      }
+      req.put((byte) v);
     }
-    if (cmd != (Frames.CMD_SIDECAR_READ | Frames.RESPONSE) || len > n) {
-      throw new IOException("unexpected reply from the sidecar data socket: command " + cmd + ", "
-          + len + " bytes for a read of " + n);
-    }
-    int lim = dst.limit();
-    dst.limit(dst.position() + len);
-    try {
-      fill(ch, dst);
-    } finally {
-      dst.limit(lim);
-    }
-    return len;
   }
 
   private static void fill(AFUNIXSocketChannel ch, ByteBuffer b) throws IOException {
@@ -201,30 +226,30 @@ final class SidecarConnection {
     }
   }
 
-  private AFUNIXSocketChannel takeData(boolean fresh) throws IOException {
+  private DataConn takeData(boolean fresh) throws IOException {
     if (!fresh) {
       synchronized (idleData) {
-        AFUNIXSocketChannel c = idleData.pollFirst();
+        DataConn c = idleData.pollFirst();
         if (c != null) {
           return c;
         }
       }
     }
     try {
-      return AFUNIXSocketChannel.open(AFUNIXSocketAddress.of(dataSocket));
+      return new DataConn(AFUNIXSocketChannel.open(AFUNIXSocketAddress.of(dataSocket)));
     } catch (IOException e) {
       throw new IOException("cannot reach the sidecar at " + dataSocket + ": " + e.getMessage(), e);
     }
   }
 
-  private void giveData(AFUNIXSocketChannel c) {
+  private void giveData(DataConn c) {
     synchronized (idleData) {
       if (idleData.size() < MAX_IDLE_DATA) {
         idleData.addFirst(c);
         return;
       }
     }
-    closeQuietly(c);
+    closeQuietly(c.ch);
   }
 
   private static void closeQuietly(AutoCloseable c) {
@@ -244,8 +269,8 @@ final class SidecarConnection {
   /** Closes the pooled connections (after the sidecar restarted). */
   void resetData() {
     synchronized (idleData) {
-      for (AFUNIXSocketChannel c : idleData) {
-        closeQuietly(c);
+      for (DataConn c : idleData) {
+        closeQuietly(c.ch);
       }
       idleData.clear();
     }
