@@ -421,17 +421,26 @@ impl OmStore {
     }
 
     /// Drops the name reservation of an abandoned file session (in `txn`).
-    /// Whether write session `id` (of file `key`) still holds its file's
-    /// name: false for an orphan whose directory was deleted.
+    /// Whether write session `id` (of file `key`) is what writes its path
+    /// now: false for an orphan whose directory was deleted (and maybe made
+    /// again, with another writer of the same name in it).
     pub fn fs_holds(&self, id: u64, key: &KeyInfo) -> Result<bool, OmError> {
+        let Some(root) = self.fs_root(&key.volume, &key.bucket)? else {
+            return Ok(false);
+        };
+        let comps = fs_components(&key.name).map_err(|e| OmError::Invalid(e.to_string()))?;
+        let (parent_comps, leaf) = split_last(&comps, &key.name)?;
         let txn = self.db.begin_read().map_err(meta)?;
+        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
+        let files = txn.open_table(FS_FILES).map_err(meta)?;
         let open = txn.open_table(FS_OPEN).map_err(meta)?;
-        let leaf = key.name.rsplit('/').next().unwrap_or_default();
-        Ok(open
-            .get((key.parent_id, leaf))
-            .map_err(meta)?
-            .map(|v| v.value())
-            == Some(id))
+        let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, &key.name) {
+            Ok(p) => p,
+            Err(OmError::NotFound(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        Ok(parent == key.parent_id
+            && open.get((parent, leaf)).map_err(meta)?.map(|v| v.value()) == Some(id))
     }
 
     pub(crate) fn fs_release(

@@ -179,4 +179,40 @@ mod tests {
         // The name of the dropped file is free again.
         s.open_key(&template("fsb", "tmp/x"), true, now).unwrap();
     }
+
+    #[test]
+    fn an_orphan_session_is_dropped_not_lease_recovered() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = OmStore::open(&dir.path().join("om.redb")).unwrap();
+        s.create_volume("vol", 1).unwrap();
+        s.create_bucket("vol", "fsb", BucketLayout::FileSystemOptimized, 1)
+            .unwrap();
+        let t0 = ozone_common::now_ms();
+        // A writer hsyncs d/wal, then its directory is deleted and made
+        // again, and another writer is now writing d/wal there.
+        let old = s.open_key(&template("fsb", "d/wal"), false, t0).unwrap();
+        let b = s.allocate_block(old, &["dn1".into()]).unwrap();
+        let synced = KeyBlock {
+            length: 10,
+            ..b.clone()
+        };
+        s.hsync_key(old, &[synced], 10).unwrap();
+        s.fs_delete("vol", "fsb", "d", true).unwrap();
+        let new = s.open_key(&template("fsb", "d/wal"), false, t0).unwrap();
+        s.allocate_block(new, &["dn2".into()]).unwrap();
+        // The old one is past the hard limit, the new one not expired.
+        let cfg = OpenKeyCleanup {
+            interval: Duration::from_secs(1),
+            expire: Duration::from_secs(3600),
+            lease_hard_limit: Duration::from_secs(60),
+        };
+        let c = pass(&s, &cfg, t0 + 120_000).unwrap();
+        assert_eq!((c.aborted, c.closed, c.open), (1, 0, 1));
+        assert!(s.session(old).is_err());
+        // The new writer keeps writing: its file was not closed under it.
+        assert!(s.session(new).is_ok());
+        assert!(!s.fs_is_closed("vol", "fsb", "d/wal").unwrap());
+        assert_eq!(s.pending_deletes("dn1", 100).unwrap().len(), 1);
+        assert!(s.pending_deletes("dn2", 100).unwrap().is_empty());
+    }
 }
