@@ -250,8 +250,15 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
             let w = client(c, None, &conf);
             let name = format!("{ck}-{bpc}");
             put(&w, &name, &want, 300_000).await;
-            sums.push(w.key_checksum("vol", "bucket", &name).await.unwrap());
+            let k = w.key_checksum("vol", "bucket", &name).await.unwrap();
+            assert_eq!(
+                k.bytes_per_checksum,
+                w.config().checksum.bytes_per_checksum(),
+                "{k:?}"
+            );
+            sums.push((k.kind, k.crc, k.size));
         }
+        // The same CRC whatever windows the key was written with.
         assert!(sums.windows(2).all(|p| p[0] == p[1]), "{sums:?}");
         let kind = if ck == "CRC32" {
             ChecksumType::Crc32
@@ -259,7 +266,7 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
             ChecksumType::Crc32c
         };
         assert_eq!(
-            sums[0].crc,
+            sums[0].1,
             Checksummer::new(kind, 1).unwrap().checksum(&want)
         );
         let mut changed = want.clone();
@@ -271,7 +278,7 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
                 .await
                 .unwrap()
                 .crc,
-            sums[0].crc
+            sums[0].1
         );
         put(&w, "empty", &[], 1).await;
         assert_eq!(
