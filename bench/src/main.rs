@@ -10,6 +10,7 @@
 
 mod metadata;
 
+use ozone_client::prelude::*;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -215,7 +216,10 @@ where
     let mut readers = Vec::new();
     for k in 0..a.keys {
         let r = access
-            .open("bench", bucket, &format!("k{k}"), Some(verify))
+            .open_key_with(
+                KeyPath::new("bench", bucket, &format!("k{k}")),
+                Some(verify),
+            )
             .await?;
         readers.push(Arc::new(r));
     }
@@ -296,7 +300,9 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         );
         let mut files = Vec::new();
         for k in 0..a.keys {
-            let mut wr = w.create_key("bench", &bucket, &format!("k{k}")).await?;
+            let mut wr = w
+                .create_key(KeyPath::new("bench", &bucket, &format!("k{k}")))
+                .await?;
             let mut buf = vec![0u8; 4 << 20];
             let mut off = 0;
             while off < size {

@@ -4,6 +4,7 @@
 //! measured in the same run (every acknowledged operation is durable; the OM
 //! groups concurrent commits into one fsync).
 
+use ozone_client::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,7 +128,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             .map(|_| cluster.client(None))
             .collect::<Result<_, _>>()?;
         let tag = format!("c{n}");
-        admin.mkdirs(V, B, &tag).await?;
+        admin.mkdirs(KeyPath::new(V, B, &tag)).await?;
         let t = tag.clone();
         let files = measure(
             &mut rows,
@@ -137,7 +138,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             move |c, i| {
                 let p = format!("{t}/files/f{i}");
                 async move {
-                    let w = c.create_file(V, B, &p, false).await?;
+                    let w = c.create_file(KeyPath::new(V, B, &p), false).await?;
                     w.close().await?;
                     Ok(())
                 }
@@ -153,7 +154,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             move |c, i| {
                 let p = format!("{t}/dirs/d{i}/e");
                 async move {
-                    c.mkdirs(V, B, &p).await?;
+                    c.mkdirs(KeyPath::new(V, B, &p)).await?;
                     Ok(())
                 }
             },
@@ -171,7 +172,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
                 let (f, g) = (format!("{t}/files/f{k}"), format!("{t}/files/g{k}"));
                 let (from, to) = if round % 2 == 0 { (f, g) } else { (g, f) };
                 async move {
-                    c.rename(V, B, &from, &to).await?;
+                    c.rename(KeyPath::new(V, B, &from), &to).await?;
                     Ok(())
                 }
             },
@@ -186,7 +187,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             move |c, i| {
                 let p = format!("{t}/dirs/d{}", i % dirs.max(1));
                 async move {
-                    c.file_status(V, B, &p).await?;
+                    c.file_status(KeyPath::new(V, B, &p)).await?;
                     Ok(())
                 }
             },
@@ -201,7 +202,7 @@ pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             move |c, _| {
                 let p = format!("{t}/dirs");
                 async move {
-                    c.list_status(V, B, &p, "", 1000).await?;
+                    c.list_status(KeyPath::new(V, B, &p), "", 1000).await?;
                     Ok(())
                 }
             },

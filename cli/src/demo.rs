@@ -1,5 +1,6 @@
 //! `ozone demo`: a local cluster, a few hundred MiB written and read back.
 
+use ozone_client::prelude::*;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -58,7 +59,7 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
         let client = client.clone();
         async move {
             let mut w = client
-                .create_key("demo", "data", &format!("key-{i}"))
+                .create_key(KeyPath::new("demo", "data", &format!("key-{i}")))
                 .await?;
             let mut buf = vec![0u8; 1 << 20];
             let mut off = 0;
@@ -95,7 +96,9 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
     let reads = (0..args.keys).map(|i| {
         let client = client.clone();
         async move {
-            let r = client.open_key("demo", "data", &format!("key-{i}")).await?;
+            let r = client
+                .open_key(KeyPath::new("demo", "data", &format!("key-{i}")))
+                .await?;
             let mut buf = vec![0u8; 4 << 20];
             let mut want = vec![0u8; 4 << 20];
             let mut off = 0u64;
@@ -128,7 +131,9 @@ async fn workload(cluster: &LocalCluster, args: &DemoArgs) -> anyhow::Result<()>
         s.failovers
     );
     let elsewhere = cluster.client(None)?;
-    let r = elsewhere.open_key("demo", "data", "key-0").await?;
+    let r = elsewhere
+        .open_key(KeyPath::new("demo", "data", "key-0"))
+        .await?;
     let mut buf = vec![0u8; 4 << 20];
     let t = Instant::now();
     let mut off = 0u64;

@@ -2,6 +2,7 @@
 //! (FILE_SYSTEM_OPTIMIZED) buckets. Paths are `/vol/bucket/path` or
 //! `ofs://OM_HOST:PORT/vol/bucket/path`.
 
+use ozone_client::prelude::*;
 use std::path::Path;
 
 use anyhow::{Context, bail};
@@ -181,18 +182,22 @@ pub async fn run<A: FsAccess>(
             if !opts.contains(&"-p") {
                 if let Some((parent, _)) = t.path.rsplit_once('/') {
                     let st = c
-                        .file_status(&t.volume, &t.bucket, parent)
+                        .file_status(KeyPath::new(&t.volume, &t.bucket, parent))
                         .await
                         .with_context(|| format!("-mkdir {}: parent directory", t.shown()))?;
                     if !st.is_dir {
                         bail!("-mkdir {}: parent is not a directory", t.shown());
                     }
                 }
-                if !c.mkdirs(&t.volume, &t.bucket, &t.path).await? {
+                if !c
+                    .mkdirs(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                    .await?
+                {
                     bail!("-mkdir {}: file exists", t.shown());
                 }
             } else {
-                c.mkdirs(&t.volume, &t.bucket, &t.path).await?;
+                c.mkdirs(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                    .await?;
             }
         }
         "put" | "copyFromLocal" => {
@@ -200,7 +205,9 @@ pub async fn run<A: FsAccess>(
             let [local, p] = operands::<2>(cmd, &rest)?;
             let mut t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            if let Ok(st) = c.file_status(&t.volume, &t.bucket, &t.path).await
+            if let Ok(st) = c
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await
                 && st.is_dir
             {
                 let name = Path::new(&local)
@@ -212,21 +219,27 @@ pub async fn run<A: FsAccess>(
             let f = tokio::fs::File::open(&local)
                 .await
                 .with_context(|| format!("opening {local}"))?;
-            c.put_file(&t.volume, &t.bucket, &t.path, opts.contains(&"-f"), f)
-                .await
-                .map_err(|e| match e {
-                    ClientError::AlreadyExists(m) => {
-                        anyhow::anyhow!("-put: {m} (use -f to overwrite)")
-                    }
-                    e => e.into(),
-                })?;
+            c.put_file(
+                KeyPath::new(&t.volume, &t.bucket, &t.path),
+                opts.contains(&"-f"),
+                f,
+            )
+            .await
+            .map_err(|e| match e {
+                ClientError::AlreadyExists(m) => {
+                    anyhow::anyhow!("-put: {m} (use -f to overwrite)")
+                }
+                e => e.into(),
+            })?;
         }
         "get" | "copyToLocal" => {
             check_opts(cmd, &opts, &[])?;
             let [p, local] = operands::<2>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let r = c.open(&t.volume, &t.bucket, &t.path, None).await?;
+            let r = c
+                .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await?;
             let mut f = tokio::fs::File::create(&local)
                 .await
                 .with_context(|| format!("creating {local}"))?;
@@ -239,7 +252,9 @@ pub async fn run<A: FsAccess>(
             let [p] = operands::<1>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let r = c.open(&t.volume, &t.bucket, &t.path, None).await?;
+            let r = c
+                .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await?;
             let mut out = tokio::io::stdout();
             r.copy_to(&mut out).await?;
             out.flush().await?;
@@ -253,7 +268,8 @@ pub async fn run<A: FsAccess>(
                 bail!("-mv: source and destination must be in the same bucket");
             }
             let c = client(f.om.as_deref())?;
-            c.rename(&f.volume, &f.bucket, &f.path, &t.path).await?;
+            c.rename(KeyPath::new(&f.volume, &f.bucket, &f.path), &t.path)
+                .await?;
         }
         "rm" => {
             check_opts(cmd, &opts, &["-r", "-R", "-f"])?;
@@ -262,13 +278,15 @@ pub async fn run<A: FsAccess>(
             let c = client(t.om.as_deref())?;
             let recursive = opts.contains(&"-r") || opts.contains(&"-R");
             if !recursive
-                && let Ok(st) = c.file_status(&t.volume, &t.bucket, &t.path).await
+                && let Ok(st) = c
+                    .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                    .await
                 && st.is_dir
             {
                 bail!("-rm: {} is a directory (use -r)", t.shown());
             }
             match c
-                .delete_path(&t.volume, &t.bucket, &t.path, recursive)
+                .delete_path(KeyPath::new(&t.volume, &t.bucket, &t.path), recursive)
                 .await
             {
                 Err(ClientError::NotFound(_)) if opts.contains(&"-f") => {}
@@ -280,7 +298,9 @@ pub async fn run<A: FsAccess>(
             let [p] = operands::<1>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let s = c.file_status(&t.volume, &t.bucket, &t.path).await?;
+            let s = c
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await?;
             println!("{}", describe(&s, &t.volume, &t.bucket));
         }
         "du" => {
@@ -289,11 +309,18 @@ pub async fn run<A: FsAccess>(
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
             if opts.contains(&"-s") {
-                let s = c.content_summary(&t.volume, &t.bucket, &t.path).await?;
+                let s = c
+                    .content_summary(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                    .await?;
                 println!("{}  {}", s.length, t.shown());
             } else {
-                for e in c.list_status_all(&t.volume, &t.bucket, &t.path).await? {
-                    let s = c.content_summary(&t.volume, &t.bucket, &e.path).await?;
+                for e in c
+                    .list_status_all(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                    .await?
+                {
+                    let s = c
+                        .content_summary(KeyPath::new(&t.volume, &t.bucket, &e.path))
+                        .await?;
                     println!("{}  /{}/{}/{}", s.length, t.volume, t.bucket, e.path);
                 }
             }
@@ -306,7 +333,10 @@ pub async fn run<A: FsAccess>(
             }
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let ok = match c.file_status(&t.volume, &t.bucket, &t.path).await {
+            let ok = match c
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await
+            {
                 Ok(s) => match opts[0] {
                     "-d" => s.is_dir,
                     "-f" => !s.is_dir,
@@ -326,7 +356,9 @@ pub async fn run<A: FsAccess>(
 async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool) -> anyhow::Result<()> {
     let mut stack = vec![t.path.clone()];
     while let Some(dir) = stack.pop() {
-        let entries = c.list_status_all(&t.volume, &t.bucket, &dir).await?;
+        let entries = c
+            .list_status_all(KeyPath::new(&t.volume, &t.bucket, &dir))
+            .await?;
         let mut subdirs = Vec::new();
         for e in &entries {
             println!("{}", describe(e, &t.volume, &t.bucket));

@@ -4,6 +4,7 @@
 mod demo;
 mod fs_shell;
 
+use ozone_client::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -470,12 +471,12 @@ async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Mov
     let t = Instant::now();
     match cmd {
         KeyCmd::Put { path, file } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
+            let p = KeyPath::parse(path)?;
             let f = tokio::fs::File::open(file)
                 .await
                 .with_context(|| format!("opening {}", file.display()))?;
             let key = a
-                .put(&v, &b, &k, f)
+                .put_key(p, f)
                 .await
                 .with_context(|| format!("writing {} to {path}", file.display()))?;
             return Ok(Some(Moved {
@@ -490,8 +491,8 @@ async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Mov
             file,
             no_verify,
         } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            let r = a.open(&v, &b, &k, no_verify.then_some(false)).await?;
+            let p = KeyPath::parse(path)?;
+            let r = a.open_key_with(p, no_verify.then_some(false)).await?;
             let mut f = tokio::fs::File::create(file)
                 .await
                 .with_context(|| format!("creating {}", file.display()))?;
@@ -510,8 +511,8 @@ async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Mov
             }));
         }
         KeyCmd::Cat { path, no_verify } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            let r = a.open(&v, &b, &k, no_verify.then_some(false)).await?;
+            let p = KeyPath::parse(path)?;
+            let r = a.open_key_with(p, no_verify.then_some(false)).await?;
             let mut out = tokio::io::stdout();
             r.copy_to(&mut out).await?;
             out.flush().await?;
@@ -519,20 +520,23 @@ async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Mov
         }
         KeyCmd::Ls { path, prefix } => {
             let (v, b) = OzonePath::bucket_path(path)?;
-            for k in a.list(&v, &b, prefix).await? {
+            for k in a.list_keys(KeyPath::new(&v, &b, prefix)).await? {
                 println!("{}\t{}", k.size, k.name);
             }
         }
         KeyCmd::Info { path } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            print_key(&a.info(&v, &b, &k).await?);
+            let p = KeyPath::parse(path)?;
+            print_key(&a.key_info(p).await?);
         }
         KeyCmd::Rm { path } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            a.delete(&v, &b, &k).await?;
+            let p = KeyPath::parse(path)?;
+            a.delete_key(p).await?;
             println!("deleted {path}");
         }
-        KeyCmd::Checksum { .. } => bail!("key checksum is served by the cluster only"),
+        KeyCmd::Checksum { path } => {
+            let c = a.key_checksum(KeyPath::parse(path)?).await?;
+            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
+        }
     }
     Ok(None)
 }
@@ -555,12 +559,6 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
         };
         let sc = ozone_client::SidecarClient::unix(&socket)?;
-        if let KeyCmd::Checksum { path } = cmd {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            let c = sc.key_checksum(&v, &b, &k).await?;
-            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
-            return Ok(());
-        }
         if let Some(m) = key_cmd(&sc, cmd).await? {
             summary(&m, " through the sidecar");
         }
@@ -600,13 +598,6 @@ async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 }
             }
         },
-        ShCmd::Key {
-            cmd: KeyCmd::Checksum { path },
-        } => {
-            let (v, b, k) = OzonePath::key_path(path)?;
-            let c = client.key_checksum(&v, &b, &k).await?;
-            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
-        }
         ShCmd::Key { cmd } => {
             if let Some(m) = key_cmd(&client, cmd).await? {
                 let s = client.stats();

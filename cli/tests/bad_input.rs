@@ -2,6 +2,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::io::Write;
 
 use bytes::{Buf, BufMut, Bytes};
@@ -83,17 +84,28 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     bucket(&w).await;
     let e = w.create_volume("vol").await.unwrap_err();
     assert!(matches!(e, ClientError::AlreadyExists(_)), "{e}");
-    let e = w.open_key("vol", "nobucket", "k").await.err().unwrap();
+    let e = w
+        .open_key(KeyPath::new("vol", "nobucket", "k"))
+        .await
+        .err()
+        .unwrap();
     assert!(
         matches!(&e, ClientError::NotFound(m) if m.contains("bucket /vol/nobucket")),
         "{e}"
     );
-    let e = w.open_key("vol", "bucket", "missing").await.err().unwrap();
+    let e = w
+        .open_key(KeyPath::new("vol", "bucket", "missing"))
+        .await
+        .err()
+        .unwrap();
     assert!(
         matches!(&e, ClientError::NotFound(m) if m.contains("key /vol/bucket/missing")),
         "{e}"
     );
-    let e = w.delete_key("vol", "bucket", "missing").await.unwrap_err();
+    let e = w
+        .delete_key(KeyPath::new("vol", "bucket", "missing"))
+        .await
+        .unwrap_err();
     assert!(matches!(e, ClientError::NotFound(_)), "{e}");
     // Invalid names.
     assert!(w.create_volume("UPPER").await.is_err());
@@ -110,7 +122,10 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     // Reads past the end, zero and huge lengths.
     let want = data::bytes(1, 50_000);
     let key = put(&w, "k", &want, 50_000).await;
-    let r = w.open_key("vol", "bucket", "k").await.unwrap();
+    let r = w
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut buf = [0u8; 10];
     assert_eq!(r.read_at(50_000, &mut buf).await.unwrap(), 0);
     assert_eq!(r.read_at(49_995, &mut buf).await.unwrap(), 5);
@@ -288,7 +303,7 @@ async fn a_placement_the_om_cannot_make_fails_fast_and_typed() {
     // Right after start the OM may still wait for datanodes to report
     // (UNAVAILABLE, which the client retries); then it knows there are two.
     let e = w
-        .put_key("vol", "bucket", "three", &b"abc"[..])
+        .put_key(KeyPath::new("vol", "bucket", "three"), &b"abc"[..])
         .await
         .expect_err("three replicas placed on two datanodes");
     assert!(
@@ -309,7 +324,7 @@ async fn a_placement_the_om_cannot_make_fails_fast_and_typed() {
     );
     // ONE replica fits.
     let one = client(c, None, &["ozone.replication=ONE"]);
-    one.put_key("vol", "bucket", "one", &b"abc"[..])
+    one.put_key(KeyPath::new("vol", "bucket", "one"), &b"abc"[..])
         .await
         .unwrap();
 }

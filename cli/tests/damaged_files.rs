@@ -6,6 +6,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -77,7 +78,7 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
         let direct = client(&tc.cluster, Some("node1"), &[sockets.as_str()]);
         let r = direct
             .with_verify_checksum(verify)
-            .open_key("vol", "bucket", "k")
+            .open_key(KeyPath::new("vol", "bucket", "k"))
             .await
             .unwrap();
         direct_stats.push(direct);
@@ -86,7 +87,10 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
     }
     // The sidecar, a long-lived reader in its own process.
     let app = SidecarClient::unix(&sidecar.socket).unwrap();
-    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     readers.push(keep_reading(r, "sidecar".into(), &stop, &reads, &want));
     // Truncate node1's replicas and put them back, in a loop.
     let originals: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
@@ -128,7 +132,10 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
     assert!(sc > 0, "the direct readers read short-circuit");
     // The sidecar process is alive and still serves.
     let app = SidecarClient::unix(&sidecar.socket).unwrap();
-    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 1000];
     r.read_exact_at(5, &mut buf).await.unwrap();
     assert!(buf == want[5..1005]);
@@ -259,7 +266,10 @@ async fn damaged_replicas_are_found_by_the_scanner_and_repaired() {
         3
     );
     for (i, (k, want)) in keys.iter().enumerate() {
-        let info = c.key_info("vol", "bucket", &k.name).await.unwrap();
+        let info = c
+            .key_info(KeyPath::new("vol", "bucket", &k.name))
+            .await
+            .unwrap();
         assert_eq!(info.blocks[0].replicas.len(), 3, "k{i}");
         if damaged.contains(&i) {
             assert!(info.blocks[0].replicas.iter().any(|r| r.id == node1));
@@ -273,7 +283,10 @@ async fn damaged_replicas_are_found_by_the_scanner_and_repaired() {
 }
 
 async fn read_all(c: &ozone_client::Client, name: &str) -> Vec<u8> {
-    let r = c.open_key("vol", "bucket", name).await.unwrap();
+    let r = c
+        .open_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
     let mut out = Vec::new();
     r.copy_to(&mut out).await.unwrap();
     out
@@ -343,7 +356,10 @@ async fn a_reported_replica_is_listed_last() {
         file.write_all_at(&[want[50_000] ^ 1], 50_000).unwrap();
     }
     assert!(read_all(&c, "k").await == want);
-    let info = c.key_info("vol", "bucket", "k").await.unwrap();
+    let info = c
+        .key_info(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let ids: Vec<&str> = info.blocks[0]
         .replicas
         .iter()

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use ozone_cli::data;
+use ozone_client::prelude::*;
 
 const BPC: usize = 16 * 1024;
 const CHUNK: usize = 64 * 1024;
@@ -63,7 +64,10 @@ async fn boundary_sizes_round_trip_bit_exact() {
             }
             // A read across every block boundary at once.
             if size > 2 {
-                let r = w.open_key("vol", "bucket", &name).await.unwrap();
+                let r = w
+                    .open_key(KeyPath::new("vol", "bucket", &name))
+                    .await
+                    .unwrap();
                 let mut buf = vec![0u8; size - 2];
                 r.read_exact_at(1, &mut buf).await.unwrap();
                 assert_eq!(buf, want[1..size - 1]);
@@ -132,12 +136,18 @@ async fn corrupt_replica_is_caught_by_verify_and_visible_without() {
     assert_eq!(s.checksum_failures, 1);
     assert_eq!(s.remote_bytes, want.len() as u64);
     // A read that does not touch the bad window is served locally.
-    let r = verified.open_key("vol", "bucket", "k").await.unwrap();
+    let r = verified
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 100];
     r.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(buf, want[..100]);
     // The OM now lists the bad replica last.
-    let info = verified.key_info("vol", "bucket", "k").await.unwrap();
+    let info = verified
+        .key_info(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     assert_eq!(info.blocks[0].replicas.last().unwrap().node_name, "node1");
     tc.cluster.stop().await;
 }
@@ -152,7 +162,9 @@ async fn keys_survive_restart_of_every_process() {
     for (i, s) in sizes.iter().enumerate() {
         put(&w, &format!("k{i}"), &data::bytes(i as u64, *s), 100_000).await;
     }
-    w.delete_key("vol", "bucket", "k1").await.unwrap();
+    w.delete_key(KeyPath::new("vol", "bucket", "k1"))
+        .await
+        .unwrap();
     for round in 0..2 {
         let c = &mut tc.cluster;
         if round == 0 {
@@ -188,7 +200,7 @@ async fn keys_survive_restart_of_every_process() {
             let name = format!("k{i}");
             if i == 1 {
                 assert!(matches!(
-                    r.key_info("vol", "bucket", &name).await,
+                    r.key_info(KeyPath::new("vol", "bucket", &name)).await,
                     Err(ozone_client::ClientError::NotFound(_))
                 ));
                 continue;
@@ -214,7 +226,9 @@ async fn delete_removes_block_files() {
     let id = key.blocks[0].block.unwrap();
     let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
     assert!(files.iter().all(|f| f.exists()));
-    w.delete_key("vol", "bucket", "gone").await.unwrap();
+    w.delete_key(KeyPath::new("vol", "bucket", "gone"))
+        .await
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while files.iter().any(|f| f.exists()) {
         assert!(
@@ -223,7 +237,10 @@ async fn delete_removes_block_files() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let listed = w.list_keys("vol", "bucket", "").await.unwrap();
+    let listed = w
+        .list_keys(KeyPath::new("vol", "bucket", ""))
+        .await
+        .unwrap();
     assert!(listed.is_empty());
     tc.cluster.stop().await;
 }
@@ -250,7 +267,10 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
             let w = client(c, None, &conf);
             let name = format!("{ck}-{bpc}");
             put(&w, &name, &want, 300_000).await;
-            let k = w.key_checksum("vol", "bucket", &name).await.unwrap();
+            let k = w
+                .key_checksum(KeyPath::new("vol", "bucket", &name))
+                .await
+                .unwrap();
             assert_eq!(
                 k.bytes_per_checksum,
                 w.config().checksum.bytes_per_checksum(),
@@ -274,7 +294,7 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
         let w = client(c, None, &[&format!("ozone.client.checksum.type={ck}")]);
         put(&w, "changed", &changed, 1 << 20).await;
         assert_ne!(
-            w.key_checksum("vol", "bucket", "changed")
+            w.key_checksum(KeyPath::new("vol", "bucket", "changed"))
                 .await
                 .unwrap()
                 .crc,
@@ -282,7 +302,10 @@ async fn key_checksum_is_independent_of_bytes_per_checksum() {
         );
         put(&w, "empty", &[], 1).await;
         assert_eq!(
-            w.key_checksum("vol", "bucket", "empty").await.unwrap().size,
+            w.key_checksum(KeyPath::new("vol", "bucket", "empty"))
+                .await
+                .unwrap()
+                .size,
             0
         );
     }

@@ -2,6 +2,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::time::Duration;
 
 use common::*;
@@ -19,7 +20,10 @@ async fn datanode_sigkill_mid_write_commits_three_good_replicas() {
     let w = client(&tc.cluster, Some("node1"), &conf);
     bucket(&w).await;
     let want = data::bytes(9, 2_500_000);
-    let mut writer = w.create_key("vol", "bucket", "k").await.unwrap();
+    let mut writer = w
+        .create_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let (head, tail) = want.split_at(1_300_000);
     writer.write(head).await.unwrap();
     // node1 holds the first replica of the block being written.
@@ -90,7 +94,10 @@ async fn om_restart_mid_write() {
     let w = client(&tc.cluster, None, &[]);
     bucket(&w).await;
     let want = data::bytes(3, 2_000_000);
-    let mut writer = w.create_key("vol", "bucket", "k").await.unwrap();
+    let mut writer = w
+        .create_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     writer.write(&want[..600_000]).await.unwrap();
     tc.cluster.kill_om().await;
     let restart = async {
@@ -116,7 +123,10 @@ async fn read_fails_over_when_local_datanode_dies() {
     bucket(&w).await;
     let want = data::bytes(4, 1_000_000);
     put(&w, "k", &want, 1 << 20).await;
-    let r = w.open_key("vol", "bucket", "k").await.unwrap();
+    let r = w
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 1000];
     r.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(w.stats().local_bytes, 1000);

@@ -5,6 +5,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,20 +25,20 @@ async fn fs_bucket(c: &Client) {
 }
 
 async fn write(c: &Client, path: &str, bytes: &[u8]) {
-    let mut w = c.create_file(V, B, path, true).await.unwrap();
+    let mut w = c.create_file(KeyPath::new(V, B, path), true).await.unwrap();
     w.write(bytes).await.unwrap();
     w.close().await.unwrap();
 }
 
 async fn read(c: &Client, path: &str) -> Vec<u8> {
-    let r = c.open_key(V, B, path).await.unwrap();
+    let r = c.open_key(KeyPath::new(V, B, path)).await.unwrap();
     let mut out = Vec::new();
     r.copy_to(&mut out).await.unwrap();
     out
 }
 
 async fn names(c: &Client, dir: &str) -> Vec<String> {
-    c.list_status_all(V, B, dir)
+    c.list_status_all(KeyPath::new(V, B, dir))
         .await
         .unwrap()
         .into_iter()
@@ -55,7 +56,7 @@ async fn of_32_racing_exclusive_creates_exactly_one_wins() {
         let c = client(&tc.cluster, None, &[]);
         tasks.push(tokio::spawn(async move {
             match c
-                .create_file(V, B, "hbase/.tmp/hbase-hbck.lock", false)
+                .create_file(KeyPath::new(V, B, "hbase/.tmp/hbase-hbck.lock"), false)
                 .await
             {
                 Ok(mut w) => {
@@ -84,19 +85,22 @@ async fn of_32_racing_exclusive_creates_exactly_one_wins() {
     );
     // Closed, the file still refuses an exclusive create; overwrite works.
     assert!(matches!(
-        c.create_file(V, B, "hbase/.tmp/hbase-hbck.lock", false)
+        c.create_file(KeyPath::new(V, B, "hbase/.tmp/hbase-hbck.lock"), false)
             .await,
         Err(ClientError::AlreadyExists(_))
     ));
     write(&c, "hbase/.tmp/hbase-hbck.lock", b"again").await;
     assert_eq!(read(&c, "hbase/.tmp/hbase-hbck.lock").await, b"again");
     // A file being written is never taken over, even with overwrite.
-    let open = c.create_file(V, B, "wal/w1", false).await.unwrap();
+    let open = c
+        .create_file(KeyPath::new(V, B, "wal/w1"), false)
+        .await
+        .unwrap();
     assert!(matches!(
-        c.create_file(V, B, "wal/w1", true).await,
+        c.create_file(KeyPath::new(V, B, "wal/w1"), true).await,
         Err(ClientError::AlreadyExists(_))
     ));
-    let st = c.file_status(V, B, "wal/w1").await.unwrap();
+    let st = c.file_status(KeyPath::new(V, B, "wal/w1")).await.unwrap();
     assert!(st.open && !st.is_dir && st.size == 0, "{st:?}");
     drop(open);
 }
@@ -106,41 +110,56 @@ async fn directories_follow_hadoops_rules() {
     let tc = cluster(3, &[]).await;
     let c = client(&tc.cluster, None, &[]);
     fs_bucket(&c).await;
-    assert!(c.mkdirs(V, B, "a/b/c").await.unwrap());
-    assert!(!c.mkdirs(V, B, "a/b").await.unwrap(), "exists already");
+    assert!(c.mkdirs(KeyPath::new(V, B, "a/b/c")).await.unwrap());
+    assert!(
+        !c.mkdirs(KeyPath::new(V, B, "a/b")).await.unwrap(),
+        "exists already"
+    );
     write(&c, "a/b/f1", b"one").await;
     write(&c, "a/f2", b"two").await;
     assert_eq!(names(&c, "a").await, ["a/b", "a/f2"]);
     assert_eq!(names(&c, "").await, ["a"]);
-    let st = c.file_status(V, B, "a/b").await.unwrap();
+    let st = c.file_status(KeyPath::new(V, B, "a/b")).await.unwrap();
     assert!(st.is_dir);
-    assert_eq!(c.file_status(V, B, "a/f2").await.unwrap().size, 3);
+    assert_eq!(
+        c.file_status(KeyPath::new(V, B, "a/f2"))
+            .await
+            .unwrap()
+            .size,
+        3
+    );
     assert!(matches!(
-        c.file_status(V, B, "a/nope").await,
+        c.file_status(KeyPath::new(V, B, "a/nope")).await,
         Err(ClientError::NotFound(_))
     ));
     // A file where a directory is needed.
     assert!(matches!(
-        c.mkdirs(V, B, "a/f2/x").await,
+        c.mkdirs(KeyPath::new(V, B, "a/f2/x")).await,
         Err(ClientError::AlreadyExists(_))
     ));
     assert!(matches!(
-        c.create_file(V, B, "a/f2/x", true).await,
+        c.create_file(KeyPath::new(V, B, "a/f2/x"), true).await,
         Err(ClientError::AlreadyExists(_))
     ));
     // Rename a file; onto an existing file is refused; into a directory
     // it keeps its name.
-    assert_eq!(c.rename(V, B, "a/f2", "a/f3").await.unwrap(), "a/f3");
+    assert_eq!(
+        c.rename(KeyPath::new(V, B, "a/f2"), "a/f3").await.unwrap(),
+        "a/f3"
+    );
     write(&c, "a/f4", b"four").await;
     assert!(matches!(
-        c.rename(V, B, "a/f3", "a/f4").await,
+        c.rename(KeyPath::new(V, B, "a/f3"), "a/f4").await,
         Err(ClientError::AlreadyExists(_))
     ));
-    assert_eq!(c.rename(V, B, "a/f3", "a/b").await.unwrap(), "a/b/f3");
+    assert_eq!(
+        c.rename(KeyPath::new(V, B, "a/f3"), "a/b").await.unwrap(),
+        "a/b/f3"
+    );
     assert_eq!(read(&c, "a/b/f3").await, b"two");
     // A directory cannot move into itself or below itself.
     for dst in ["a/b/c", "a/b/c/d", "a/b"] {
-        let e = c.rename(V, B, "a/b", dst).await;
+        let e = c.rename(KeyPath::new(V, B, "a/b"), dst).await;
         assert!(
             matches!(e, Err(ClientError::InvalidArgument(_))) || dst == "a/b",
             "{dst}: {e:?}"
@@ -148,49 +167,61 @@ async fn directories_follow_hadoops_rules() {
     }
     // Missing source, missing destination parent.
     assert!(matches!(
-        c.rename(V, B, "zz", "a/zz").await,
+        c.rename(KeyPath::new(V, B, "zz"), "a/zz").await,
         Err(ClientError::NotFound(_))
     ));
     assert!(matches!(
-        c.rename(V, B, "a/f4", "no/such/dir/f4").await,
+        c.rename(KeyPath::new(V, B, "a/f4"), "no/such/dir/f4").await,
         Err(ClientError::NotFound(_))
     ));
     // A directory moves with everything under it.
-    c.mkdirs(V, B, "archive").await.unwrap();
-    assert_eq!(c.rename(V, B, "a/b", "archive").await.unwrap(), "archive/b");
+    c.mkdirs(KeyPath::new(V, B, "archive")).await.unwrap();
+    assert_eq!(
+        c.rename(KeyPath::new(V, B, "a/b"), "archive")
+            .await
+            .unwrap(),
+        "archive/b"
+    );
     assert_eq!(read(&c, "archive/b/f1").await, b"one");
     assert_eq!(
         names(&c, "archive/b").await,
         ["archive/b/c", "archive/b/f1", "archive/b/f3"]
     );
-    let du = c.content_summary(V, B, "archive").await.unwrap();
+    let du = c
+        .content_summary(KeyPath::new(V, B, "archive"))
+        .await
+        .unwrap();
     assert_eq!((du.length, du.file_count, du.directory_count), (6, 2, 3));
     // Delete: a non-empty directory needs recursive.
     assert!(matches!(
-        c.delete_path(V, B, "archive", false).await,
+        c.delete_path(KeyPath::new(V, B, "archive"), false).await,
         Err(ClientError::Precondition(_))
     ));
-    c.delete_path(V, B, "archive", true).await.unwrap();
+    c.delete_path(KeyPath::new(V, B, "archive"), true)
+        .await
+        .unwrap();
     assert!(matches!(
-        c.file_status(V, B, "archive/b/f1").await,
+        c.file_status(KeyPath::new(V, B, "archive/b/f1")).await,
         Err(ClientError::NotFound(_))
     ));
     assert!(matches!(
-        c.open_key(V, B, "archive/b/f1").await,
+        c.open_key(KeyPath::new(V, B, "archive/b/f1")).await,
         Err(ClientError::NotFound(_))
     ));
-    c.delete_path(V, B, "a/f4", false).await.unwrap();
-    c.delete_path(V, B, "a", false).await.unwrap();
+    c.delete_path(KeyPath::new(V, B, "a/f4"), false)
+        .await
+        .unwrap();
+    c.delete_path(KeyPath::new(V, B, "a"), false).await.unwrap();
     assert!(names(&c, "").await.is_empty());
     assert!(matches!(
-        c.delete_path(V, B, "", true).await,
+        c.delete_path(KeyPath::new(V, B, ""), true).await,
         Err(ClientError::InvalidArgument(_))
     ));
     // Bad paths are refused with the rule they break.
     for bad in ["a/../b", "a//b"] {
         assert!(
             matches!(
-                c.mkdirs(V, B, bad).await,
+                c.mkdirs(KeyPath::new(V, B, bad)).await,
                 Err(ClientError::InvalidArgument(_))
             ),
             "{bad}"
@@ -199,7 +230,7 @@ async fn directories_follow_hadoops_rules() {
     // Object-store buckets have no directories.
     c.create_bucket(V, "obs").await.unwrap();
     assert!(matches!(
-        c.mkdirs(V, "obs", "d").await,
+        c.mkdirs(KeyPath::new(V, "obs", "d")).await,
         Err(ClientError::Precondition(_))
     ));
 }
@@ -217,10 +248,12 @@ async fn listing_pages_through_100_000_entries_in_order() {
         tasks.push(tokio::spawn(async move {
             for i in (t..N).step_by(32) {
                 if i % 2 == 0 {
-                    c.mkdirs(V, B, &format!("big/d{i:05}")).await.unwrap();
+                    c.mkdirs(KeyPath::new(V, B, &format!("big/d{i:05}")))
+                        .await
+                        .unwrap();
                 } else {
                     let w = c
-                        .create_file(V, B, &format!("big/f{i:05}"), false)
+                        .create_file(KeyPath::new(V, B, &format!("big/f{i:05}")), false)
                         .await
                         .unwrap();
                     w.close().await.unwrap();
@@ -235,7 +268,10 @@ async fn listing_pages_through_100_000_entries_in_order() {
     let mut after = String::new();
     let mut pages = 0;
     loop {
-        let page = c.list_status(V, B, "big", &after, 1000).await.unwrap();
+        let page = c
+            .list_status(KeyPath::new(V, B, "big"), &after, 1000)
+            .await
+            .unwrap();
         if page.is_empty() {
             break;
         }
@@ -274,7 +310,7 @@ async fn readers_keep_reading_while_their_directory_is_renamed() {
         tasks.push(tokio::spawn(async move {
             for i in (t..FILES).step_by(32) {
                 let w = c
-                    .create_file(V, B, &format!("region/e{i:05}"), false)
+                    .create_file(KeyPath::new(V, B, &format!("region/e{i:05}")), false)
                     .await
                     .unwrap();
                 w.close().await.unwrap();
@@ -286,10 +322,19 @@ async fn readers_keep_reading_while_their_directory_is_renamed() {
     }
     let mut readers = Vec::new();
     for i in 0..4 {
-        readers.push(c.open_key(V, B, &format!("region/r{i}")).await.unwrap());
+        readers.push(
+            c.open_key(KeyPath::new(V, B, &format!("region/r{i}")))
+                .await
+                .unwrap(),
+        );
     }
     let t = Instant::now();
-    assert_eq!(c.rename(V, B, "region", "moved").await.unwrap(), "moved");
+    assert_eq!(
+        c.rename(KeyPath::new(V, B, "region"), "moved")
+            .await
+            .unwrap(),
+        "moved"
+    );
     let took = t.elapsed();
     for (i, r) in readers.iter().enumerate() {
         let mut buf = vec![0u8; 1 << 20];
@@ -304,7 +349,7 @@ async fn readers_keep_reading_while_their_directory_is_renamed() {
     }
     assert_eq!(names(&c, "moved").await.len(), FILES + 4);
     assert!(matches!(
-        c.file_status(V, B, "region").await,
+        c.file_status(KeyPath::new(V, B, "region")).await,
         Err(ClientError::NotFound(_))
     ));
     assert_eq!(read(&c, "moved/r3").await, payload);
@@ -336,7 +381,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
                     } else {
                         ("t/b", "t/a")
                     };
-                    if c.rename(V, B, from, to).await.is_err() {
+                    if c.rename(KeyPath::new(V, B, from), to).await.is_err() {
                         return n;
                     }
                     n += 1;
@@ -352,8 +397,8 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
             .await
             .unwrap();
         let c2 = client(&tc.cluster, None, &[]);
-        let a = c2.list_status_all(V, B, "t/a").await;
-        let b = c2.list_status_all(V, B, "t/b").await;
+        let a = c2.list_status_all(KeyPath::new(V, B, "t/a")).await;
+        let b = c2.list_status_all(KeyPath::new(V, B, "t/b")).await;
         let whole = match (&a, &b) {
             (Ok(x), Err(ClientError::NotFound(_))) | (Err(ClientError::NotFound(_)), Ok(x)) => x,
             _ => panic!("round {round}: expected exactly one of t/a, t/b: {a:?} / {b:?}"),
@@ -362,7 +407,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
         let dir = if a.is_ok() { "t/a" } else { "t/b" };
         assert_eq!(read(&c2, &format!("{dir}/f042")).await, [42u8; 10]);
         if dir == "t/b" {
-            c2.rename(V, B, "t/b", "t/a").await.unwrap();
+            c2.rename(KeyPath::new(V, B, "t/b"), "t/a").await.unwrap();
         }
     }
     // Recursive deletes, the OM killed at different points of the
@@ -379,7 +424,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let before = used(&c.list_datanodes().await.unwrap());
         assert!(before >= 3 * 200 * 20_000, "{before}");
-        c.delete_path(V, B, &dir, true).await.unwrap();
+        c.delete_path(KeyPath::new(V, B, &dir), true).await.unwrap();
         tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
         tc.cluster.kill_om().await;
         tc.cluster.start_om().await.unwrap();
@@ -389,7 +434,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
             .unwrap();
         let c = client(&tc.cluster, None, &[]);
         assert!(matches!(
-            c.file_status(V, B, &dir).await,
+            c.file_status(KeyPath::new(V, B, &dir)).await,
             Err(ClientError::NotFound(_))
         ));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -419,17 +464,27 @@ async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
     fs_bucket(&w).await;
     let r = client(&tc.cluster, Some("node1"), &[]);
     let want = data::bytes(8, 2_600_000);
-    let mut f = w.create_file(V, B, "WALs/rs1/wal.1", false).await.unwrap();
+    let mut f = w
+        .create_file(KeyPath::new(V, B, "WALs/rs1/wal.1"), false)
+        .await
+        .unwrap();
     let mut synced = 0usize;
     // Sync points inside a chunk, on a chunk boundary, across a block.
     for end in [100_001usize, 131_072, 1_048_576 + 7, 2_000_000] {
         f.write(&want[synced..end]).await.unwrap();
         f.hsync().await.unwrap();
         synced = end;
-        let st = r.file_status(V, B, "WALs/rs1/wal.1").await.unwrap();
+        let st = r
+            .file_status(KeyPath::new(V, B, "WALs/rs1/wal.1"))
+            .await
+            .unwrap();
         assert!(st.open, "{st:?}");
         assert_eq!(st.size, end as u64);
-        assert!(!r.is_file_closed(V, B, "WALs/rs1/wal.1").await.unwrap());
+        assert!(
+            !r.is_file_closed(KeyPath::new(V, B, "WALs/rs1/wal.1"))
+                .await
+                .unwrap()
+        );
         let got = read(&r, "WALs/rs1/wal.1").await;
         assert_eq!(got.len(), end, "a new reader sees the synced length");
         assert!(got == want[..end], "synced bytes read back at {end}");
@@ -438,11 +493,15 @@ async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
     f.write(&want[synced..]).await.unwrap();
     assert_eq!(read(&r, "WALs/rs1/wal.1").await.len(), synced);
     f.close().await.unwrap();
-    assert!(r.is_file_closed(V, B, "WALs/rs1/wal.1").await.unwrap());
+    assert!(
+        r.is_file_closed(KeyPath::new(V, B, "WALs/rs1/wal.1"))
+            .await
+            .unwrap()
+    );
     assert!(read(&r, "WALs/rs1/wal.1").await == want);
     // hsync needs a file-system bucket.
     w.create_bucket(V, "obs").await.unwrap();
-    let mut k = w.create_key(V, "obs", "k").await.unwrap();
+    let mut k = w.create_key(KeyPath::new(V, "obs", "k")).await.unwrap();
     k.write(b"abc").await.unwrap();
     assert!(matches!(k.hsync().await, Err(ClientError::Precondition(_))));
 }
@@ -458,7 +517,10 @@ async fn wal_writer_process() {
     let mut cfg = ozone_client::ClientConfig::new(&om);
     cfg.chunk_size = 64 << 10;
     let c = Client::connect(cfg).unwrap();
-    let mut f = c.create_file(V, B, "WALs/rs2/wal.7", false).await.unwrap();
+    let mut f = c
+        .create_file(KeyPath::new(V, B, "WALs/rs2/wal.7"), false)
+        .await
+        .unwrap();
     let mut len = 0u64;
     for i in 0..40u64 {
         let entry = data::bytes(i, 30_000 + i as usize * 911);
@@ -510,12 +572,15 @@ async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     .unwrap();
     child.wait().unwrap();
     let p = "WALs/rs2/wal.7";
-    assert!(!c.is_file_closed(V, B, p).await.unwrap());
+    assert!(!c.is_file_closed(KeyPath::new(V, B, p)).await.unwrap());
     // Splitting the WAL: recover the lease, then read to the synced end.
-    assert_eq!(c.recover_lease(V, B, p).await.unwrap(), synced);
-    assert!(c.is_file_closed(V, B, p).await.unwrap());
     assert_eq!(
-        c.recover_lease(V, B, p).await.unwrap(),
+        c.recover_lease(KeyPath::new(V, B, p)).await.unwrap(),
+        synced
+    );
+    assert!(c.is_file_closed(KeyPath::new(V, B, p)).await.unwrap());
+    assert_eq!(
+        c.recover_lease(KeyPath::new(V, B, p)).await.unwrap(),
         synced,
         "again: no change"
     );
@@ -527,9 +592,11 @@ async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     assert_eq!(got.len() as u64, synced);
     assert!(got == want, "every synced entry, bit-exact");
     // The recovered file is an ordinary file: renamed to oldWALs, deleted.
-    c.mkdirs(V, B, "oldWALs").await.unwrap();
-    c.rename(V, B, p, "oldWALs").await.unwrap();
-    c.delete_path(V, B, "oldWALs", true).await.unwrap();
+    c.mkdirs(KeyPath::new(V, B, "oldWALs")).await.unwrap();
+    c.rename(KeyPath::new(V, B, p), "oldWALs").await.unwrap();
+    c.delete_path(KeyPath::new(V, B, "oldWALs"), true)
+        .await
+        .unwrap();
 }
 
 /// Renames and recursive deletes interleaved from several clients over
@@ -559,18 +626,30 @@ async fn interleaved_renames_and_deletes_leave_a_consistent_tree() {
                 let a = (t + i) % 6;
                 let b = (t * 7 + i * 3 + 1) % 6;
                 let r = match (t + i) % 5 {
-                    0 => c.delete_path(V, B, &format!("t/d{a}/sub"), true).await,
+                    0 => {
+                        c.delete_path(KeyPath::new(V, B, &format!("t/d{a}/sub")), true)
+                            .await
+                    }
                     1 => c
-                        .rename(V, B, &format!("t/d{a}"), &format!("t/d{b}"))
+                        .rename(KeyPath::new(V, B, &format!("t/d{a}")), &format!("t/d{b}"))
                         .await
                         .map(|_| ()),
                     2 => c
-                        .rename(V, B, &format!("t/d{a}/sub"), &format!("t/d{b}/sub2"))
+                        .rename(
+                            KeyPath::new(V, B, &format!("t/d{a}/sub")),
+                            &format!("t/d{b}/sub2"),
+                        )
                         .await
                         .map(|_| ()),
-                    3 => c.mkdirs(V, B, &format!("t/d{a}")).await.map(|_| ()),
+                    3 => c
+                        .mkdirs(KeyPath::new(V, B, &format!("t/d{a}")))
+                        .await
+                        .map(|_| ()),
                     _ => c
-                        .rename(V, B, &format!("t/d{b}/sub2"), &format!("t/d{a}/sub"))
+                        .rename(
+                            KeyPath::new(V, B, &format!("t/d{b}/sub2")),
+                            &format!("t/d{a}/sub"),
+                        )
                         .await
                         .map(|_| ()),
                 };
@@ -592,7 +671,7 @@ async fn interleaved_renames_and_deletes_leave_a_consistent_tree() {
     let mut stack = vec!["t".to_string()];
     let mut seen = std::collections::HashSet::new();
     while let Some(dir) = stack.pop() {
-        for e in c.list_status_all(V, B, &dir).await.unwrap() {
+        for e in c.list_status_all(KeyPath::new(V, B, &dir)).await.unwrap() {
             assert!(seen.insert(e.path.clone()), "listed twice: {}", e.path);
             if e.is_dir {
                 stack.push(e.path);
@@ -611,7 +690,7 @@ async fn interleaved_renames_and_deletes_leave_a_consistent_tree() {
             f.path
         );
     }
-    let du = c.content_summary(V, B, "t").await.unwrap();
+    let du = c.content_summary(KeyPath::new(V, B, "t")).await.unwrap();
     assert_eq!(du.file_count as usize, files.len());
     // After the purge the datanodes hold the listed files' replicas only.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -112,7 +113,7 @@ async fn writers_killed_mid_put_leave_no_session_and_no_bytes() {
     assert_eq!(get(&w, "kept", 1 << 20).await, kept);
     for i in 0..50 {
         assert!(
-            w.key_info("vol", "bucket", &format!("dead{i}"))
+            w.key_info(KeyPath::new("vol", "bucket", &format!("dead{i}")))
                 .await
                 .is_err()
         );

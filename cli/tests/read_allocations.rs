@@ -3,6 +3,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -55,7 +56,7 @@ fn short_circuit_reads_do_not_allocate() {
         for verify in [false, true] {
             let r = w
                 .with_verify_checksum(verify)
-                .open_key("vol", "bucket", "k")
+                .open_key(KeyPath::new("vol", "bucket", "k"))
                 .await
                 .unwrap();
             let mut buf = vec![0u8; 65_536];

@@ -5,6 +5,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,7 +68,10 @@ async fn check_fully_replicated(
 ) -> usize {
     let mut checked = 0;
     for (name, want) in keys {
-        let info = c.key_info("vol", "bucket", name).await.unwrap();
+        let info = c
+            .key_info(KeyPath::new("vol", "bucket", name))
+            .await
+            .unwrap();
         for b in &info.blocks {
             let ids: HashSet<&str> = b.replicas.iter().map(|r| r.id.as_str()).collect();
             assert_eq!(ids.len(), 3, "{name}: replicas {ids:?}");
@@ -100,7 +104,10 @@ async fn wait_repaired(
         if st.last_pass_ms > 0 && st.under_replicated == 0 && st.missing == 0 {
             let mut all = true;
             for (name, _) in keys {
-                let info = c.key_info("vol", "bucket", name).await.unwrap();
+                let info = c
+                    .key_info(KeyPath::new("vol", "bucket", name))
+                    .await
+                    .unwrap();
                 all &= info
                     .blocks
                     .iter()
@@ -131,7 +138,11 @@ fn blocks_on(keys: &[KeyInfo], dn: &str) -> usize {
 async fn infos(c: &Client, keys: &[(String, Vec<u8>)]) -> Vec<KeyInfo> {
     let mut out = Vec::new();
     for (name, _) in keys {
-        out.push(c.key_info("vol", "bucket", name).await.unwrap());
+        out.push(
+            c.key_info(KeyPath::new("vol", "bucket", name))
+                .await
+                .unwrap(),
+        );
     }
     out
 }

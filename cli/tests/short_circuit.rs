@@ -2,6 +2,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -76,7 +77,10 @@ async fn short_circuit_reads_equal_grpc_reads_at_every_boundary() {
             assert_eq!(stream(&s, &name).await, want);
             // Unaligned ranges inside and across windows and blocks.
             if size > 40_000 {
-                let r = s.open_key("vol", "bucket", &name).await.unwrap();
+                let r = s
+                    .open_key(KeyPath::new("vol", "bucket", &name))
+                    .await
+                    .unwrap();
                 for (off, len) in [
                     (1usize, 3usize),
                     (bpc - 1, 2),
@@ -115,7 +119,10 @@ async fn killed_datanode_mid_read_then_restart_recovers_short_circuit() {
         "node1",
         &["ozone.client.read.short-circuit.backoff=1s"],
     );
-    let r = sc.open_key("vol", "bucket", "k").await.unwrap();
+    let r = sc
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 1_000_000];
     r.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(sc.stats().short_circuit_bytes, 1_000_000);
@@ -164,14 +171,21 @@ async fn deleted_block_is_never_served_from_a_cached_fd() {
     let key = put(&w, "doomed", &want, 1 << 20).await;
     let id = key.blocks[0].block.unwrap();
     let sc = sc_client(c, "node1", &[]).with_verify_checksum(false);
-    let r = sc.open_key("vol", "bucket", "doomed").await.unwrap();
+    let r = sc
+        .open_key(KeyPath::new("vol", "bucket", "doomed"))
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 100_000];
     r.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(sc.stats().short_circuit_opens, 1);
     assert_eq!(sc.cached_block_fds(), 1);
 
     // A reader hammering the key while it is deleted.
-    let opened = std::sync::Arc::new(sc.open_key("vol", "bucket", "doomed").await.unwrap());
+    let opened = std::sync::Arc::new(
+        sc.open_key(KeyPath::new("vol", "bucket", "doomed"))
+            .await
+            .unwrap(),
+    );
     let hammer = {
         let r = opened.clone();
         tokio::spawn(async move {
@@ -187,7 +201,9 @@ async fn deleted_block_is_never_served_from_a_cached_fd() {
             panic!("reads kept succeeding after deletion");
         })
     };
-    w.delete_key("vol", "bucket", "doomed").await.unwrap();
+    w.delete_key(KeyPath::new("vol", "bucket", "doomed"))
+        .await
+        .unwrap();
     let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
     let deadline = Instant::now() + Duration::from_secs(20);
     while files.iter().any(|f| f.exists()) {
@@ -482,7 +498,10 @@ async fn verification_without_widening() {
             } else {
                 client(c, Some("node1"), &[])
             };
-            let k = r.open_key("vol", "bucket", &name).await.unwrap();
+            let k = r
+                .open_key(KeyPath::new("vol", "bucket", &name))
+                .await
+                .unwrap();
             let mut buf = vec![0u8; 65_536];
             let before = r.stats().checksummed_bytes;
             k.read_exact_at(1_000_003, &mut buf).await.unwrap();
@@ -511,7 +530,10 @@ async fn verification_without_widening() {
         // Another client instance in this process, verification off (one
         // that has not learnt the replica is bad).
         let raw = sc_client(c, "node1", &[]).with_verify_checksum(false);
-        let k = sc.open_key("vol", "bucket", &name).await.unwrap();
+        let k = sc
+            .open_key(KeyPath::new("vol", "bucket", &name))
+            .await
+            .unwrap();
         let mut buf = vec![0u8; 65_536];
         // Outside the corrupt 4 KiB fine window (but inside its 1 MiB window).
         k.read_exact_at(2_000_000 - 40_000, &mut buf[..20_000])
@@ -529,12 +551,17 @@ async fn verification_without_widening() {
         assert_eq!(buf, want[1_990_000..2_055_536]);
         assert_eq!(sc.stats().checksum_failures, 1, "{bpc}");
         // The verify-off instance sees the stored byte.
-        let kr = raw.open_key("vol", "bucket", &name).await.unwrap();
+        let kr = raw
+            .open_key(KeyPath::new("vol", "bucket", &name))
+            .await
+            .unwrap();
         kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
         assert_eq!(buf[10_000], want[2_000_000] ^ 0x40);
-        // Re-enable verification on that one stream only.
-        let mut kr = kr;
-        kr.set_verify_checksum(true);
+        // Verification asked for on one stream of that instance.
+        let kr = raw
+            .open_key_with(KeyPath::new("vol", "bucket", &name), Some(true))
+            .await
+            .unwrap();
         kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
         assert_eq!(buf, want[1_990_000..2_055_536]);
     }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use ozone_client::prelude::*;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -91,7 +92,10 @@ async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
         (p.node_name.as_str(), p.short_circuit.as_str()),
         ("node1", "auto")
     );
-    let r = app.open_key("vol", "bucket", "hfile").await.unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "hfile"))
+        .await
+        .unwrap();
     assert!(!r.verify_checksum());
     let mut buf = vec![0u8; 65_536];
     // A normal read: the stored (corrupt) byte, as HBase's own HFile
@@ -115,7 +119,7 @@ async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
     );
     // A per-stream override the policy forbids is refused, saying why.
     let e = app
-        .open_key_with("vol", "bucket", "hfile", Some(true))
+        .open_key_with(KeyPath::new("vol", "bucket", "hfile"), Some(true))
         .await
         .err()
         .expect("override refused");
@@ -137,13 +141,16 @@ async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
     );
     assert_eq!(metric(&hbase, "ozone_sidecar_policy_denials_total"), 1.0);
     // Asking for what the policy already says is fine.
-    app.open_key_with("vol", "bucket", "hfile", Some(false))
+    app.open_key_with(KeyPath::new("vol", "bucket", "hfile"), Some(false))
         .await
         .unwrap();
 
     // The verify-on workload always gets the right bytes.
     let app2 = SidecarClient::unix(&strict.socket).unwrap();
-    let r2 = app2.open_key("vol", "bucket", "hfile").await.unwrap();
+    let r2 = app2
+        .open_key(KeyPath::new("vol", "bucket", "hfile"))
+        .await
+        .unwrap();
     assert!(r2.verify_checksum());
     r2.read_exact_at(1_990_000, &mut buf).await.unwrap();
     assert_eq!(buf, want[1_990_000..2_055_536]);
@@ -152,7 +159,7 @@ async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
     assert_eq!(all, want);
     // It allows overrides (the default).
     let off = app2
-        .open_key_with("vol", "bucket", "hfile", Some(false))
+        .open_key_with(KeyPath::new("vol", "bucket", "hfile"), Some(false))
         .await
         .unwrap();
     assert!(!off.verify_checksum());
@@ -160,7 +167,10 @@ async fn two_workload_policies_on_one_node_and_a_corrupt_local_replica() {
     // Reads on node1 go short-circuit (the verify-off one read the local
     // replica); on a node without a datanode, gRPC.
     let app3 = SidecarClient::unix(&remote.socket).unwrap();
-    let r3 = app3.open_key("vol", "bucket", "hfile").await.unwrap();
+    let r3 = app3
+        .open_key(KeyPath::new("vol", "bucket", "hfile"))
+        .await
+        .unwrap();
     r3.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(buf, want[..65_536]);
     eventually("bytes by path exported", || {
@@ -198,7 +208,10 @@ async fn a_policy_file_change_applies_to_new_streams() {
         .unwrap();
     flip(c, 0, &key, 100);
     let app = SidecarClient::unix(&s.socket).unwrap();
-    let before = app.open_key("vol", "bucket", "k").await.unwrap();
+    let before = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     assert!(before.verify_checksum());
 
     // The ConfigMap changes.
@@ -208,7 +221,10 @@ async fn a_policy_file_change_applies_to_new_streams() {
         assert!(Instant::now() < deadline, "policy never reloaded");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let after = app.open_key("vol", "bucket", "k").await.unwrap();
+    let after = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     assert!(
         !after.verify_checksum(),
         "new streams follow the new policy"
@@ -229,7 +245,9 @@ async fn a_policy_file_change_applies_to_new_streams() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let p = app.policy().await.unwrap();
     assert!(!p.verify_checksum);
-    app.open_key("vol", "bucket", "k").await.unwrap();
+    app.open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     tc.cluster.stop().await;
 }
 
@@ -240,7 +258,11 @@ async fn a_killed_sidecar_fails_reads_cleanly_and_a_restarted_one_serves_again()
     let c = &mut tc.cluster;
     let s = c.start_sidecar("node1", "k", &[]).await.unwrap();
     let app = SidecarClient::unix(&s.socket).unwrap();
-    let r = std::sync::Arc::new(app.open_key("vol", "bucket", "k").await.unwrap());
+    let r = std::sync::Arc::new(
+        app.open_key(KeyPath::new("vol", "bucket", "k"))
+            .await
+            .unwrap(),
+    );
     let reader = {
         let r = r.clone();
         let want = want.clone();
@@ -275,7 +297,10 @@ async fn a_killed_sidecar_fails_reads_cleanly_and_a_restarted_one_serves_again()
     let mut buf = vec![0u8; 4096];
     let e = r.read_exact_at(0, &mut buf).await.unwrap_err();
     assert!(e.to_string().contains("reopen"), "{e}");
-    let r = app.open_key("vol", "bucket", "k").await.unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     r.read_exact_at(1000, &mut buf).await.unwrap();
     assert_eq!(buf, want[1000..5096]);
     tc.cluster.stop().await;
@@ -292,13 +317,13 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
     // Writes (HFiles, WALs) through the sidecar.
     let want = data::bytes(5, 5 << 20);
     let k = app
-        .put_key("vol", "bucket", "wal", &want[..])
+        .put_key(KeyPath::new("vol", "bucket", "wal"), &want[..])
         .await
         .unwrap();
     assert_eq!(k.size, want.len() as u64);
     assert_eq!(get(&w, "wal", 1 << 20).await, want);
     let names: Vec<String> = app
-        .list_keys("vol", "bucket", "")
+        .list_keys(KeyPath::new("vol", "bucket", ""))
         .await
         .unwrap()
         .into_iter()
@@ -306,21 +331,31 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
         .collect();
     assert_eq!(names, ["wal"]);
     assert_eq!(
-        app.key_info("vol", "bucket", "wal").await.unwrap().size,
+        app.key_info(KeyPath::new("vol", "bucket", "wal"))
+            .await
+            .unwrap()
+            .size,
         5 << 20
     );
     // Bad input: a clear error each, and the sidecar stays up.
-    let r = app.open_key("vol", "bucket", "wal").await.unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "wal"))
+        .await
+        .unwrap();
     let mut big = vec![0u8; 10];
     let e = r.read_exact_at(6 << 20, &mut big).await.unwrap_err();
     assert!(matches!(e, ClientError::OutOfRange { .. }), "{e:?}");
     let e = app
-        .open_key("vol", "bucket", "missing")
+        .open_key(KeyPath::new("vol", "bucket", "missing"))
         .await
         .err()
         .unwrap();
     assert!(matches!(e, ClientError::NotFound(_)), "{e:?}");
-    let e = app.open_key("vol", "", "x").await.err().unwrap();
+    let e = app
+        .open_key(KeyPath::new("vol", "", "x"))
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(e, ClientError::InvalidArgument(_)), "{e:?}");
     // Garbage on the data socket closes that connection only.
     {
@@ -341,13 +376,17 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
     let during = async {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            match app.key_info("vol", "bucket", "wal").await {
+            match app.key_info(KeyPath::new("vol", "bucket", "wal")).await {
                 Err(e) if e.to_string().contains("draining") => break,
                 _ => assert!(Instant::now() < deadline, "never refused new work"),
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let e = app.open_key("vol", "bucket", "wal").await.err().unwrap();
+        let e = app
+            .open_key(KeyPath::new("vol", "bucket", "wal"))
+            .await
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("draining"), "{e}");
         let mut b = vec![0u8; 1 << 20];
         r.read_exact_at(1 << 20, &mut b).await.unwrap();
@@ -360,12 +399,18 @@ async fn sigterm_drains_and_writes_go_through_the_sidecar() {
         "exited once the stream closed, not at the drain timeout"
     );
     assert!(!s.socket.exists(), "socket removed on exit");
-    let r = app.open_key("vol", "bucket", "wal").await.err().unwrap();
+    let r = app
+        .open_key(KeyPath::new("vol", "bucket", "wal"))
+        .await
+        .err()
+        .unwrap();
     assert!(
         matches!(r, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
         "{r:?}"
     );
-    app.delete_key("vol", "bucket", "wal").await.unwrap_err();
+    app.delete_key(KeyPath::new("vol", "bucket", "wal"))
+        .await
+        .unwrap_err();
     tc.cluster.stop().await;
 }
 
@@ -392,7 +437,11 @@ async fn passthrough_reads_at_local_speed_and_stop_after_deletion() {
         &[&format!("ozone.domain.socket.path={relay}")],
     )
     .with_verify_checksum(true);
-    let r = std::sync::Arc::new(app.open_key("vol", "bucket", "pt").await.unwrap());
+    let r = std::sync::Arc::new(
+        app.open_key(KeyPath::new("vol", "bucket", "pt"))
+            .await
+            .unwrap(),
+    );
     let mut buf = vec![0u8; 65_536];
     r.read_exact_at(100_000, &mut buf).await.unwrap();
     assert_eq!(buf, want[100_000..165_536]);
@@ -409,7 +458,9 @@ async fn passthrough_reads_at_local_speed_and_stop_after_deletion() {
 
     // Delete the key: once the datanodes drop the block, reads through the
     // handed-over descriptor stop.
-    w.delete_key("vol", "bucket", "pt").await.unwrap();
+    w.delete_key(KeyPath::new("vol", "bucket", "pt"))
+        .await
+        .unwrap();
     let id = key.blocks[0].block.unwrap();
     let files: Vec<_> = (0..3).map(|i| block_file(c, i, &id)).collect();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -488,7 +539,7 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
     // for no verification (HBase checks its HFile checksums), reads the
     // local replica short-circuit, and the flipped byte comes back ...
     let r = app
-        .open_key_with("vol", "bucket", "k", Some(false))
+        .open_key_with(KeyPath::new("vol", "bucket", "k"), Some(false))
         .await
         .unwrap();
     assert!(!r.verify_checksum());
@@ -502,7 +553,10 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
     );
     // ... while its checksummed instance (the fallback reader) verifies by
     // default, skips the bad replica and reads the right byte.
-    let v = app.open_key("vol", "bucket", "k").await.unwrap();
+    let v = app
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     assert!(v.verify_checksum());
     v.read_exact_at(0, &mut buf).await.unwrap();
     assert_eq!(buf[100], want[100]);
@@ -539,12 +593,27 @@ async fn the_shipped_hbase_policy_loads_and_is_obeyed() {
 async fn one_key_lifecycle<A: ozone_client::KeyAccess>(a: &A, name: &str) {
     use ozone_client::KeyRead;
     let want = data::bytes(name.len() as u64, (2 << 20) + 123);
-    let k = a.put("vol", "bucket", name, &want[..]).await.unwrap();
+    let k = a
+        .put_key(KeyPath::new("vol", "bucket", name), &want[..])
+        .await
+        .unwrap();
     assert_eq!(k.size, want.len() as u64);
-    assert_eq!(a.info("vol", "bucket", name).await.unwrap().size, k.size);
-    let listed = a.list("vol", "bucket", name).await.unwrap();
+    assert_eq!(
+        a.key_info(KeyPath::new("vol", "bucket", name))
+            .await
+            .unwrap()
+            .size,
+        k.size
+    );
+    let listed = a
+        .list_keys(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
-    let r = a.open("vol", "bucket", name, Some(false)).await.unwrap();
+    let r = a
+        .open_key_with(KeyPath::new("vol", "bucket", name), Some(false))
+        .await
+        .unwrap();
     assert!(!r.verify_checksum());
     assert_eq!(r.size(), want.len() as u64);
     let mut buf = vec![0u8; 4096];
@@ -563,8 +632,14 @@ async fn one_key_lifecycle<A: ozone_client::KeyAccess>(a: &A, name: &str) {
     assert_eq!(r.copy_to(&mut all).await.unwrap(), want.len() as u64);
     assert_eq!(all, want);
     r.close().await.unwrap();
-    a.delete("vol", "bucket", name).await.unwrap();
-    let e = a.open("vol", "bucket", name, None).await.err().unwrap();
+    a.delete_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
+    let e = a
+        .open_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(e, ClientError::NotFound(_)), "{e:?}");
 }
 
@@ -601,34 +676,49 @@ async fn file_system_calls_go_through_the_sidecar() {
         .await
         .unwrap();
     let app = SidecarClient::unix(&s.socket).unwrap();
-    assert!(app.mkdirs("vol", "fsb", "hbase/WALs/rs1").await.unwrap());
+    assert!(
+        app.mkdirs(KeyPath::new("vol", "fsb", "hbase/WALs/rs1"))
+            .await
+            .unwrap()
+    );
     let wal = data::bytes(21, 300_000);
-    app.put_file("vol", "fsb", "hbase/WALs/rs1/w.1", false, &wal[..])
-        .await
-        .unwrap();
+    app.put_file(
+        KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.1"),
+        false,
+        &wal[..],
+    )
+    .await
+    .unwrap();
     // Exclusive create of an existing file is refused with its own code.
     let again = app
-        .put_file("vol", "fsb", "hbase/WALs/rs1/w.1", false, &b"x"[..])
+        .put_file(
+            KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.1"),
+            false,
+            &b"x"[..],
+        )
         .await;
     assert!(
         matches!(again, Err(ClientError::AlreadyExists(_))),
         "{again:?}"
     );
     assert_eq!(
-        app.rename("vol", "fsb", "hbase/WALs/rs1", "hbase/oldWALs")
-            .await
-            .unwrap(),
+        app.rename(
+            KeyPath::new("vol", "fsb", "hbase/WALs/rs1"),
+            "hbase/oldWALs"
+        )
+        .await
+        .unwrap(),
         "hbase/oldWALs"
     );
     let listed = app
-        .list_status_all("vol", "fsb", "hbase/oldWALs")
+        .list_status_all(KeyPath::new("vol", "fsb", "hbase/oldWALs"))
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].path, "hbase/oldWALs/w.1");
     assert_eq!(listed[0].size, wal.len() as u64);
     let r = app
-        .open_key("vol", "fsb", "hbase/oldWALs/w.1")
+        .open_key(KeyPath::new("vol", "fsb", "hbase/oldWALs/w.1"))
         .await
         .unwrap();
     assert!(
@@ -639,52 +729,59 @@ async fn file_system_calls_go_through_the_sidecar() {
     r.read_exact_at(0, &mut got).await.unwrap();
     assert!(got == wal);
     r.close().await.unwrap();
-    let du = app.content_summary("vol", "fsb", "hbase").await.unwrap();
+    let du = app
+        .content_summary(KeyPath::new("vol", "fsb", "hbase"))
+        .await
+        .unwrap();
     assert_eq!((du.length, du.file_count), (wal.len() as u64, 1));
     assert!(matches!(
-        app.delete_path("vol", "fsb", "hbase", false).await,
+        app.delete_path(KeyPath::new("vol", "fsb", "hbase"), false)
+            .await,
         Err(ClientError::Precondition(_))
     ));
-    app.delete_path("vol", "fsb", "hbase", true).await.unwrap();
+    app.delete_path(KeyPath::new("vol", "fsb", "hbase"), true)
+        .await
+        .unwrap();
     assert!(matches!(
-        app.file_status("vol", "fsb", "hbase/oldWALs/w.1").await,
+        app.file_status(KeyPath::new("vol", "fsb", "hbase/oldWALs/w.1"))
+            .await,
         Err(ClientError::NotFound(_))
     ));
     // A WAL written through the sidecar: hsync makes it visible to the
     // cluster's readers, lease recovery closes it at the synced length.
     let mut w = app
-        .create_file("vol", "fsb", "hbase/WALs/rs1/w.2", false)
+        .create_file(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"), false)
         .await
         .unwrap();
     w.write(&wal[..123_457]).await.unwrap();
     w.hsync().await.unwrap();
     w.write(&wal[123_457..200_000]).await.unwrap();
     assert!(
-        !app.is_file_closed("vol", "fsb", "hbase/WALs/rs1/w.2")
+        !app.is_file_closed(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"))
             .await
             .unwrap()
     );
     assert_eq!(
         admin
-            .file_status("vol", "fsb", "hbase/WALs/rs1/w.2")
+            .file_status(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"))
             .await
             .unwrap()
             .size,
         123_457
     );
     assert_eq!(
-        app.recover_lease("vol", "fsb", "hbase/WALs/rs1/w.2")
+        app.recover_lease(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"))
             .await
             .unwrap(),
         123_457
     );
     assert!(
-        app.is_file_closed("vol", "fsb", "hbase/WALs/rs1/w.2")
+        app.is_file_closed(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"))
             .await
             .unwrap()
     );
     let r = admin
-        .open_key("vol", "fsb", "hbase/WALs/rs1/w.2")
+        .open_key(KeyPath::new("vol", "fsb", "hbase/WALs/rs1/w.2"))
         .await
         .unwrap();
     let mut got = Vec::new();
@@ -710,7 +807,10 @@ async fn unclosed_streams_do_not_stay_open() {
 
     // Dropped without close: closed in the background.
     let sc = SidecarClient::unix(&s.socket).unwrap();
-    let r = sc.open_key("vol", "bucket", "k").await.unwrap();
+    let r = sc
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     assert_eq!(open(&s), 1.0);
     drop(r);
     eventually("a dropped reader's stream closed", || open(&s) == 0.0).await;
@@ -763,7 +863,10 @@ async fn unclosed_streams_do_not_stay_open() {
         .await
         .unwrap();
     let sc3 = SidecarClient::unix(&s.socket).unwrap();
-    let r = sc3.open_key("vol", "bucket", "k").await.unwrap();
+    let r = sc3
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     let mut b = vec![0u8; 10];
     r.read_exact_at(0, &mut b).await.unwrap();
     eventually("an idle stream closed", || open(&s) == 0.0).await;

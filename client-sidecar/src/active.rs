@@ -8,13 +8,14 @@ use ozone_common::config::Conf;
 use ozone_proto::SidecarPolicy;
 
 use crate::errors::SidecarError;
-use crate::policy::{Policy, ShortCircuit};
+use crate::policy::Policy;
 
 /// The policy in force and the client that applies it.
 pub struct Active {
-    /// The policy.
+    /// The sidecar's own part of the policy.
     pub policy: Policy,
-    /// Client whose defaults follow the policy.
+    /// The client, which holds the verify-checksum and short-circuit
+    /// settings.
     pub client: Client,
     /// When it was loaded (seconds since the epoch).
     pub loaded_at: u64,
@@ -29,15 +30,6 @@ impl Active {
         let policy = Policy::from_conf(conf)?;
         let mut cfg = ClientConfig::from_conf(om, conf)?;
         cfg.node_name = node.filter(|n| !n.is_empty()).map(str::to_string);
-        cfg.verify_checksum = policy.verify_checksum;
-        match policy.short_circuit {
-            ShortCircuit::Off => cfg.short_circuit = None,
-            ShortCircuit::On if cfg.short_circuit.is_none() => tracing::warn!(
-                "short-circuit is on but no datanode socket directory is set \
-                 (ozone.domain.socket.path): reads use gRPC"
-            ),
-            _ => {}
-        }
         Ok(Self {
             policy,
             client: Client::connect(cfg)?,
@@ -49,11 +41,29 @@ impl Active {
         })
     }
 
+    /// The verify-checksum setting of streams that ask for none.
+    pub fn verify_checksum(&self) -> bool {
+        self.client.verify_checksum()
+    }
+
+    /// Whether `other` enforces the same policy.
+    pub fn same_policy(&self, other: &Active) -> bool {
+        self.policy == other.policy
+            && self.verify_checksum() == other.verify_checksum()
+            && self.client.config().short_circuit_mode == other.client.config().short_circuit_mode
+    }
+
+    /// The verify setting of a stream that asks for `asked`; `Err` says why
+    /// it is refused.
+    pub fn stream_verify(&self, asked: Option<bool>) -> Result<bool, String> {
+        self.policy.stream_verify(self.verify_checksum(), asked)
+    }
+
     pub(crate) fn proto(&self, node: &str) -> SidecarPolicy {
         SidecarPolicy {
-            verify_checksum: self.policy.verify_checksum,
+            verify_checksum: self.verify_checksum(),
             allow_verify_override: self.policy.allow_verify_override,
-            short_circuit: self.policy.short_circuit.as_str().into(),
+            short_circuit: self.client.config().short_circuit_mode.as_str().into(),
             passthrough: self.policy.passthrough,
             node_name: node.into(),
             loaded_at: self.loaded_at,

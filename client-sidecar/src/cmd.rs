@@ -16,7 +16,6 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 use crate::active::Active;
-use crate::policy::Policy;
 use crate::service::SidecarService;
 use crate::state::State;
 
@@ -189,7 +188,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         }
         server::write_ready_file(p, &line)?;
     }
-    tracing::info!(socket = %args.socket.display(), %http, policy = ?state.active().policy, "sidecar serving");
+    tracing::info!(socket = %args.socket.display(), %http, policy = ?state.policy(), "sidecar serving");
 
     tokio::select! {
         _ = ozone_common::signal::shutdown() => {}
@@ -270,18 +269,11 @@ async fn reload_loop(
                 continue;
             }
         };
-        match Policy::from_conf(&conf) {
-            Ok(p) if p == state.active().policy => continue,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("config {} not reloaded: {e}", path.display());
-                continue;
-            }
-        }
         match Active::build(&args.om, args.node_name.as_deref(), &conf) {
+            Ok(a) if a.same_policy(&state.active()) => continue,
             Ok(a) => {
-                tracing::info!(policy = ?a.policy, "workload policy reloaded");
                 state.replace(a);
+                tracing::info!(policy = ?state.policy(), "workload policy reloaded");
             }
             Err(e) => tracing::warn!("config {} not reloaded: {e}", path.display()),
         }

@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::policy::Policy;
+use crate::active::Active;
 
 /// Labels of a read.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -160,15 +160,15 @@ impl Metrics {
         );
     }
 
-    /// Shows `p` as the policy in force.
-    pub fn set_policy(&self, p: &Policy) {
+    /// Shows `a`'s policy as the one in force.
+    pub fn set_policy(&self, a: &Active) {
         self.policy.clear();
         self.policy
             .get_or_create(&PolicyLabels {
-                verify_checksum: p.verify_checksum.to_string(),
-                allow_verify_override: p.allow_verify_override.to_string(),
-                short_circuit: p.short_circuit.as_str().into(),
-                passthrough: p.passthrough.to_string(),
+                verify_checksum: a.verify_checksum().to_string(),
+                allow_verify_override: a.policy.allow_verify_override.to_string(),
+                short_circuit: a.client.config().short_circuit_mode.as_str().into(),
+                passthrough: a.policy.passthrough.to_string(),
             })
             .set(1);
     }

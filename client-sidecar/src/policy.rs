@@ -1,22 +1,19 @@
-//! The workload policy: what a sidecar enforces for the application next to
-//! it. Read from the config file (reloaded when it changes) and applied to
-//! streams opened after the change.
+//! What only a sidecar enforces for the application next to it: whether a
+//! stream may override the verify-checksum setting, and descriptor
+//! pass-through. The verify-checksum and short-circuit settings themselves
+//! are the client's (`ozone.client.verify.checksum`,
+//! `ozone.client.read.short-circuit`, read by `ClientConfig`). Read from the
+//! config file (reloaded when it changes) and applied to streams opened
+//! after the change.
 
 use ozone_common::config::{self as keys, Conf, ConfigError};
 
-/// Short-circuit mode (`ozone.client.read.short-circuit`).
-pub use ozone_common::config::ShortCircuitMode as ShortCircuit;
-
-/// The policy in force.
+/// The sidecar's own part of the workload policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
-    /// Default verify-checksum of new streams (`ozone.client.verify.checksum`).
-    pub verify_checksum: bool,
-    /// Whether a stream may override it.
+    /// Whether a stream may ask for another verify-checksum setting than
+    /// the client's (`ozone.sidecar.verify.override.allowed`).
     pub allow_verify_override: bool,
-    /// Short-circuit mode (`ozone.client.read.short-circuit`: on, auto, off;
-    /// true means auto, false off).
-    pub short_circuit: ShortCircuit,
     /// Descriptor pass-through to the application.
     pub passthrough: bool,
 }
@@ -25,23 +22,21 @@ impl Policy {
     /// The policy of `conf`; a bad value is an error naming the key.
     pub fn from_conf(conf: &Conf) -> Result<Self, ConfigError> {
         Ok(Self {
-            verify_checksum: conf.value(&keys::VERIFY_CHECKSUM)?,
             allow_verify_override: conf.value(&keys::SIDECAR_VERIFY_OVERRIDE)?,
-            short_circuit: conf.value(&keys::READ_SHORT_CIRCUIT)?,
             passthrough: conf.value(&keys::SIDECAR_PASSTHROUGH)?,
         })
     }
 
-    /// Checks a stream's verify request; `Err` says why it is refused.
-    pub fn stream_verify(&self, asked: Option<bool>) -> Result<bool, String> {
+    /// The verify setting of a stream that asks for `asked` when the
+    /// client's is `default`; `Err` says why it is refused.
+    pub fn stream_verify(&self, default: bool, asked: Option<bool>) -> Result<bool, String> {
         match asked {
-            None => Ok(self.verify_checksum),
-            Some(v) if v == self.verify_checksum || self.allow_verify_override => Ok(v),
+            None => Ok(default),
+            Some(v) if v == default || self.allow_verify_override => Ok(v),
             Some(v) => Err(format!(
                 "per-stream verify-checksum override refused: the workload policy sets \
-                 {}={} and {}=false, so streams may not ask for verify-checksum={v}",
+                 {}={default} and {}=false, so streams may not ask for verify-checksum={v}",
                 keys::VERIFY_CHECKSUM.name,
-                self.verify_checksum,
                 keys::SIDECAR_VERIFY_OVERRIDE.name
             )),
         }
@@ -55,18 +50,13 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let p = Policy::from_conf(&Conf::new()).unwrap();
-        assert!(p.verify_checksum && p.allow_verify_override && p.passthrough);
-        assert_eq!(p.short_circuit, ShortCircuit::Auto);
-        let c = Conf::parse(
-            "ozone.client.verify.checksum = false\nozone.sidecar.verify.override.allowed = false\nozone.client.read.short-circuit = off\n",
-            "t",
-        )
-        .unwrap();
+        assert!(p.allow_verify_override && p.passthrough);
+        assert_eq!(p.stream_verify(true, Some(false)), Ok(false));
+        let c = Conf::parse("ozone.sidecar.verify.override.allowed = false\n", "t").unwrap();
         let p = Policy::from_conf(&c).unwrap();
-        assert_eq!(p.short_circuit, ShortCircuit::Off);
-        assert_eq!(p.stream_verify(None), Ok(false));
-        assert_eq!(p.stream_verify(Some(false)), Ok(false));
-        let e = p.stream_verify(Some(true)).unwrap_err();
+        assert_eq!(p.stream_verify(false, None), Ok(false));
+        assert_eq!(p.stream_verify(false, Some(false)), Ok(false));
+        let e = p.stream_verify(false, Some(true)).unwrap_err();
         assert!(
             e.contains("ozone.sidecar.verify.override.allowed=false"),
             "{e}"
@@ -75,8 +65,8 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let c = Conf::parse("ozone.client.read.short-circuit = sometimes\n", "t").unwrap();
+        let c = Conf::parse("ozone.sidecar.passthrough.enabled = sometimes\n", "t").unwrap();
         let e = Policy::from_conf(&c).unwrap_err().to_string();
-        assert!(e.contains("ozone.client.read.short-circuit"), "{e}");
+        assert!(e.contains("ozone.sidecar.passthrough.enabled"), "{e}");
     }
 }

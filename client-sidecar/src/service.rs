@@ -2,6 +2,7 @@
 //! behalf of the application, under the workload policy in force when each
 //! stream was opened. The state behind it is in [`crate::state`].
 
+use ozone_client::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -75,7 +76,7 @@ impl Sidecar for SidecarService {
             .state
             .active()
             .client
-            .key_info(&k.volume, &k.bucket, &k.key)
+            .key_info(KeyPath::new(&k.volume, &k.bucket, &k.key))
             .await
             .map_err(status)?;
         Ok(Response::new(SidecarStatResponse { key: Some(info) }))
@@ -91,7 +92,7 @@ impl Sidecar for SidecarService {
             .state
             .active()
             .client
-            .list_keys(&r.volume, &r.bucket, &r.prefix)
+            .list_keys(KeyPath::new(&r.volume, &r.bucket, &r.prefix))
             .await
             .map_err(status)?;
         if r.limit > 0 {
@@ -109,19 +110,15 @@ impl Sidecar for SidecarService {
         let r = req.into_inner();
         let k = key(r.key)?;
         let active = self.state.active();
-        let verify = active
-            .policy
-            .stream_verify(r.verify_checksum)
-            .map_err(|m| {
-                self.state.metrics.policy_denials.inc();
-                Status::permission_denied(m)
-            })?;
-        let mut reader = active
+        let verify = active.stream_verify(r.verify_checksum).map_err(|m| {
+            self.state.metrics.policy_denials.inc();
+            Status::permission_denied(m)
+        })?;
+        let reader = active
             .client
-            .open_key(&k.volume, &k.bucket, &k.key)
+            .open_key_with(KeyPath::new(&k.volume, &k.bucket, &k.key), Some(verify))
             .await
             .map_err(status)?;
-        reader.set_verify_checksum(verify);
         let size = reader.size();
         let info = reader.info().clone();
         let handle = self.state.add_stream(reader, active, owner)?;
@@ -228,7 +225,7 @@ impl Sidecar for SidecarService {
             .state
             .active()
             .client
-            .create_file(&k.volume, &k.bucket, &k.key, !r.exclusive)
+            .create_file(KeyPath::new(&k.volume, &k.bucket, &k.key), !r.exclusive)
             .await
             .map_err(status)?;
         let handle = self.state.add_writer(w, owner)?;
@@ -282,7 +279,7 @@ impl Sidecar for SidecarService {
         self.state
             .active()
             .client
-            .delete_key(&k.volume, &k.bucket, &k.key)
+            .delete_key(KeyPath::new(&k.volume, &k.bucket, &k.key))
             .await
             .map_err(status)?;
         Ok(Response::new(SidecarDeleteResponse {}))
@@ -296,7 +293,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(req.into_inner().path)?;
         let client = self.state.active().client.clone();
         let created = client
-            .mkdirs(&p.volume, &p.bucket, &p.path)
+            .mkdirs(KeyPath::new(&p.volume, &p.bucket, &p.path))
             .await
             .map_err(status)?;
         Ok(Response::new(MkdirsResponse { created }))
@@ -310,7 +307,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(req.into_inner().path)?;
         let client = self.state.active().client.clone();
         let status = client
-            .file_status(&p.volume, &p.bucket, &p.path)
+            .file_status(KeyPath::new(&p.volume, &p.bucket, &p.path))
             .await
             .map_err(status)?;
         Ok(Response::new(GetFileStatusResponse {
@@ -327,7 +324,11 @@ impl Sidecar for SidecarService {
         let p = fs_path(r.path)?;
         let client = self.state.active().client.clone();
         let entries = client
-            .list_status(&p.volume, &p.bucket, &p.path, &r.start_after, r.limit)
+            .list_status(
+                KeyPath::new(&p.volume, &p.bucket, &p.path),
+                &r.start_after,
+                r.limit,
+            )
             .await
             .map_err(status)?;
         Ok(Response::new(ListStatusResponse { entries }))
@@ -342,7 +343,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(r.from)?;
         let client = self.state.active().client.clone();
         let path = client
-            .rename(&p.volume, &p.bucket, &p.path, &r.to)
+            .rename(KeyPath::new(&p.volume, &p.bucket, &p.path), &r.to)
             .await
             .map_err(status)?;
         Ok(Response::new(RenameResponse { path }))
@@ -357,7 +358,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(r.path)?;
         let client = self.state.active().client.clone();
         client
-            .delete_path(&p.volume, &p.bucket, &p.path, r.recursive)
+            .delete_path(KeyPath::new(&p.volume, &p.bucket, &p.path), r.recursive)
             .await
             .map_err(status)?;
         Ok(Response::new(DeletePathResponse {}))
@@ -371,7 +372,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(req.into_inner().path)?;
         let client = self.state.active().client.clone();
         let sum = client
-            .content_summary(&p.volume, &p.bucket, &p.path)
+            .content_summary(KeyPath::new(&p.volume, &p.bucket, &p.path))
             .await
             .map_err(status)?;
         Ok(Response::new(sum))
@@ -400,7 +401,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(req.into_inner().path)?;
         let client = self.state.active().client.clone();
         let length = client
-            .recover_lease(&p.volume, &p.bucket, &p.path)
+            .recover_lease(KeyPath::new(&p.volume, &p.bucket, &p.path))
             .await
             .map_err(status)?;
         Ok(Response::new(RecoverLeaseResponse {
@@ -417,7 +418,7 @@ impl Sidecar for SidecarService {
         let p = fs_path(req.into_inner().path)?;
         let client = self.state.active().client.clone();
         let closed = client
-            .is_file_closed(&p.volume, &p.bucket, &p.path)
+            .is_file_closed(KeyPath::new(&p.volume, &p.bucket, &p.path))
             .await
             .map_err(status)?;
         Ok(Response::new(IsFileClosedResponse { closed }))
@@ -440,7 +441,7 @@ impl Sidecar for SidecarService {
             .state
             .active()
             .client
-            .key_checksum(&k.volume, &k.bucket, &k.key)
+            .key_checksum(KeyPath::new(&k.volume, &k.bucket, &k.key))
             .await
             .map_err(status)?;
         Ok(Response::new(SidecarFileChecksum {

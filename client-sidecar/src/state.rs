@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use ozone_client::prelude::*;
 use ozone_client::{KeyReader, KeyWriter};
 use ozone_proto::SidecarPolicy;
 use tonic::Status;
@@ -100,7 +101,7 @@ impl State {
     /// State with `active` in force on node `node`.
     pub fn new(active: Active, node: String) -> Arc<Self> {
         let metrics = Metrics::default();
-        metrics.set_policy(&active.policy);
+        metrics.set_policy(&active);
         let active = Arc::new(active);
         Arc::new(Self {
             generations: Mutex::new(vec![Arc::downgrade(&active)]),
@@ -128,7 +129,7 @@ impl State {
 
     /// Puts a new policy in force for streams opened from now on.
     pub fn replace(&self, a: Active) {
-        self.metrics.set_policy(&a.policy);
+        self.metrics.set_policy(&a);
         self.metrics.reloads.inc();
         let a = Arc::new(a);
         lock(&self.generations).push(Arc::downgrade(&a));
@@ -419,7 +420,7 @@ impl State {
         buf.resize(n, 0);
         let t = Instant::now();
         let verify = verified || s.reader.verify_checksum();
-        let res = if verified && !s.reader.verify_checksum() {
+        let res = if verified {
             s.reader.verified_read_at(offset, buf).await
         } else {
             s.reader.read_exact_at(offset, buf).await

@@ -10,6 +10,7 @@
 //!
 //! Arguments: the node's socket directory and node name (both optional).
 
+use ozone_client::prelude::*;
 use ozone_client::{Client, ClientConfig};
 use ozone_common::checksum::Checksummer;
 use ozone_common::config::{self as keys, Conf};
@@ -44,16 +45,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         file.extend_from_slice(&payload);
     }
     let mut w = base
-        .create_key("hbase", "data", "region1/cf/hfile1")
+        .create_key(KeyPath::new("hbase", "data", "region1/cf/hfile1"))
         .await?;
     w.write(&file).await?;
     w.close().await?;
 
     let hfile = normal
-        .open_key("hbase", "data", "region1/cf/hfile1")
+        .open_key(KeyPath::new("hbase", "data", "region1/cf/hfile1"))
         .await?;
     let verified = fallback
-        .open_key("hbase", "data", "region1/cf/hfile1")
+        .open_key(KeyPath::new("hbase", "data", "region1/cf/hfile1"))
         .await?;
     let mut buf = vec![0u8; 4 + BLOCK];
     let mut fallbacks = 0;

@@ -30,18 +30,28 @@ pub struct ClientConfig {
     pub max_message_size: usize,
     /// Block allocations a write may use before giving up.
     pub max_block_attempts: usize,
-    /// Short-circuit reads (`ozone.client.read.short-circuit`, on by
-    /// default when `ozone.domain.socket.path` is set).
+    /// `ozone.client.read.short-circuit` as configured.
+    pub short_circuit_mode: ShortCircuitMode,
+    /// Short-circuit reads in force: on when `ozone.domain.socket.path` is
+    /// set and the mode is not off.
     pub short_circuit: Option<crate::shortcircuit::ScConfig>,
 }
 
 /// Short-circuit settings from `conf`: on when a socket directory is set,
 /// unless `ozone.client.read.short-circuit` is `off` (or `false`).
 pub fn short_circuit(conf: &Conf) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
+    let mode = conf.value(&keys::READ_SHORT_CIRCUIT)?;
     let Some(dir) = conf.opt(&keys::DOMAIN_SOCKET_PATH)? else {
+        if mode == ShortCircuitMode::On {
+            tracing::warn!(
+                "short-circuit is on but no datanode socket directory is set \
+                 ({}): reads use gRPC",
+                keys::DOMAIN_SOCKET_PATH.name
+            );
+        }
         return Ok(None);
     };
-    if conf.value(&keys::READ_SHORT_CIRCUIT)? == ShortCircuitMode::Off {
+    if mode == ShortCircuitMode::Off {
         return Ok(None);
     }
     Ok(Some(crate::shortcircuit::ScConfig {
@@ -106,6 +116,7 @@ impl ClientConfig {
             om_retry_timeout: conf.value(&keys::OM_RETRY_TIMEOUT)?,
             max_message_size,
             max_block_attempts: 8,
+            short_circuit_mode: conf.value(&keys::READ_SHORT_CIRCUIT)?,
             short_circuit: short_circuit(conf)?,
         })
     }

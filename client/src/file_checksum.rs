@@ -6,7 +6,7 @@
 use ozone_common::checksum::Checksummer;
 use ozone_proto::{ChecksumType, GetBlockRequest, KeyInfo};
 
-use crate::ClientInner;
+use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 
 /// A key's composite checksum.

@@ -9,12 +9,14 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use ozone_common::block_key::key_of;
 use ozone_common::checksum::{ChecksumError, Checksummer};
 use ozone_common::integrity::{IntegrityError, verify_piece};
 use ozone_proto::*;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::ClientInner;
+use crate::api::KeyRead;
+use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::replicas::{Ordered, order_replicas};
 use crate::shortcircuit::ScError;
@@ -55,41 +57,12 @@ impl KeyReader {
         &self.key
     }
 
-    /// Key length.
-    pub fn size(&self) -> u64 {
-        self.key.size
-    }
-
-    /// Whether this stream verifies checksums.
-    pub fn verify_checksum(&self) -> bool {
-        self.verify
-    }
-
-    /// Turns checksum verification on or off for this stream only.
-    pub fn set_verify_checksum(&mut self, verify: bool) {
-        self.verify = verify;
-    }
-
     fn verifying(&self) -> bool {
         self.verifying_with(self.verify)
     }
 
     fn verifying_with(&self, verify: bool) -> bool {
         verify && self.checksum.kind() != ChecksumType::None
-    }
-
-    /// Reads up to `buf.len()` bytes at `offset`; returns the count (short
-    /// only at the end of the key; 0 at the end).
-    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.read_at_with(offset, buf, self.verify).await
-    }
-
-    /// Reads exactly `buf.len()` bytes at `offset` with checksums verified,
-    /// whatever this stream's setting (HBase's fallback reader after an
-    /// HFile checksum failure).
-    pub async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.check_range(offset, buf.len())?;
-        self.read_at_with(offset, buf, true).await.map(|_| ())
     }
 
     fn check_range(&self, offset: u64, len: usize) -> Result<()> {
@@ -130,12 +103,6 @@ impl KeyReader {
         Ok(len)
     }
 
-    /// Reads exactly `buf.len()` bytes at `offset`.
-    pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.check_range(offset, buf.len())?;
-        self.read_at(offset, buf).await.map(|_| ())
-    }
-
     fn is_bad(&self, block: &BlockId, dn: &str) -> bool {
         if !self.inner.any_bad.load(Ordering::Acquire) {
             return false;
@@ -143,7 +110,7 @@ impl KeyReader {
         let bad = self.inner.bad.lock().expect("lock");
         !bad.is_empty()
             && bad
-                .get(&(block.container_id, block.local_id))
+                .get(&key_of(block))
                 .is_some_and(|v| v.iter().any(|d| d == dn))
     }
 
@@ -189,7 +156,7 @@ impl KeyReader {
                     .bad
                     .lock()
                     .expect("lock")
-                    .entry((id.container_id, id.local_id))
+                    .entry(key_of(id))
                     .or_default()
                     .push(dn.id.clone());
                 self.inner.any_bad.store(true, Ordering::Release);
@@ -339,9 +306,91 @@ impl KeyReader {
         Ok(())
     }
 
+    async fn stream_replica<W: AsyncWrite + Unpin>(
+        &self,
+        dn: &DatanodeDetails,
+        id: &BlockId,
+        token: &[u8],
+        pos: &mut u64,
+        end: u64,
+        w: &mut W,
+    ) -> Result<(), ReplicaError> {
+        let other =
+            |s: tonic::Status| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message()));
+        let mut client = self
+            .inner
+            .pool
+            .get(dn)
+            .map_err(|e| ReplicaError::Other(e.to_string()))?;
+        let mut stream = client
+            .read_block(ReadBlockRequest {
+                block: Some(*id),
+                offset: *pos,
+                len: end - *pos,
+                with_checksums: self.verifying(),
+                piece_size: 1 << 20,
+                token: token.to_vec(),
+                coarse_checksums: false,
+            })
+            .await
+            .map_err(other)?
+            .into_inner();
+        while *pos < end {
+            let r = match stream.next().await {
+                Some(r) => r.map_err(other)?,
+                None => return Err(ReplicaError::Other("stream ended early".into())),
+            };
+            let piece_end = r.data_offset + r.data.len() as u64;
+            let len = piece_end.min(end).saturating_sub(*pos);
+            if len == 0 {
+                return Err(ReplicaError::Other("empty piece".into()));
+            }
+            self.check_piece(&r, *pos, len, self.verify)?;
+            let skip = (*pos - r.data_offset) as usize;
+            let piece: Bytes = r.data.slice(skip..skip + len as usize);
+            w.write_all(&piece)
+                .await
+                .map_err(|e| ReplicaError::Other(format!("output: {e}")))?;
+            *pos += len;
+        }
+        Ok(())
+    }
+}
+
+impl KeyRead for KeyReader {
+    /// Key length.
+    fn size(&self) -> u64 {
+        self.key.size
+    }
+
+    /// Whether this stream verifies checksums.
+    fn verify_checksum(&self) -> bool {
+        self.verify
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count (short
+    /// only at the end of the key; 0 at the end).
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_at_with(offset, buf, self.verify).await
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset` with checksums verified,
+    /// whatever this stream's setting (HBase's fallback reader after an
+    /// HFile checksum failure).
+    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len())?;
+        self.read_at_with(offset, buf, true).await.map(|_| ())
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len())?;
+        self.read_at(offset, buf).await.map(|_| ())
+    }
+
     /// Streams the whole key into `w` (ReadBlock per block, resuming on the
     /// next replica after a failure). Returns the bytes written.
-    pub async fn copy_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> Result<u64> {
+    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
         let mut total = 0u64;
         let mut buf: Vec<u8> = Vec::new();
         for b in &self.key.blocks {
@@ -392,53 +441,8 @@ impl KeyReader {
         Ok(total)
     }
 
-    async fn stream_replica<W: AsyncWrite + Unpin>(
-        &self,
-        dn: &DatanodeDetails,
-        id: &BlockId,
-        token: &[u8],
-        pos: &mut u64,
-        end: u64,
-        w: &mut W,
-    ) -> Result<(), ReplicaError> {
-        let other =
-            |s: tonic::Status| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message()));
-        let mut client = self
-            .inner
-            .pool
-            .get(dn)
-            .map_err(|e| ReplicaError::Other(e.to_string()))?;
-        let mut stream = client
-            .read_block(ReadBlockRequest {
-                block: Some(*id),
-                offset: *pos,
-                len: end - *pos,
-                with_checksums: self.verifying(),
-                piece_size: 1 << 20,
-                token: token.to_vec(),
-                coarse_checksums: false,
-            })
-            .await
-            .map_err(other)?
-            .into_inner();
-        while *pos < end {
-            let r = match stream.next().await {
-                Some(r) => r.map_err(other)?,
-                None => return Err(ReplicaError::Other("stream ended early".into())),
-            };
-            let piece_end = r.data_offset + r.data.len() as u64;
-            let len = piece_end.min(end).saturating_sub(*pos);
-            if len == 0 {
-                return Err(ReplicaError::Other("empty piece".into()));
-            }
-            self.check_piece(&r, *pos, len, self.verify)?;
-            let skip = (*pos - r.data_offset) as usize;
-            let piece: Bytes = r.data.slice(skip..skip + len as usize);
-            w.write_all(&piece)
-                .await
-                .map_err(|e| ReplicaError::Other(format!("output: {e}")))?;
-            *pos += len;
-        }
+    /// A direct reader holds nothing on a server.
+    async fn close(self) -> Result<()> {
         Ok(())
     }
 }

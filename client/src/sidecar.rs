@@ -3,21 +3,21 @@
 //! application only needs the sidecar's socket (in an emptyDir both
 //! containers share).
 //!
-//! The API mirrors [`Client`](crate::Client): keys are listed, stat'ed,
-//! opened, read at positions, written and deleted. [`SidecarReader`] adds
-//! [`verified_read_at`](SidecarReader::verified_read_at), the fallback an
-//! application uses after its own checksum (an HFile's) failed.
+//! It implements the same traits as [`Client`](crate::Client): keys are
+//! listed, stat'ed, opened, read at positions, written and deleted.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ozone_proto::sidecar_client::SidecarClient as Rpc;
 use ozone_proto::*;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tonic::transport::{Channel, Endpoint};
 
+use crate::api::{FsAccess, KeyAccess, KeyRead, KeyWrite};
 use crate::fs::fs_path;
-use crate::{ClientError, Result};
+use crate::{ClientError, FileChecksum, Result};
+use ozone_common::names::KeyPath;
 
 /// Largest piece asked for in one read call.
 const MAX_PIECE: usize = 4 << 20;
@@ -140,11 +140,11 @@ impl DataPool {
     }
 }
 
-fn key_ref(volume: &str, bucket: &str, key: &str) -> Option<KeyRef> {
+fn key_ref(path: KeyPath<'_>) -> Option<KeyRef> {
     Some(KeyRef {
-        volume: volume.into(),
-        bucket: bucket.into(),
-        key: key.into(),
+        volume: path.volume.into(),
+        bucket: path.bucket.into(),
+        key: path.key.into(),
     })
 }
 
@@ -207,85 +207,24 @@ impl SidecarClient {
             .await?
             .into_inner())
     }
+}
 
-    /// Metadata of a committed key.
-    pub async fn key_info(&self, volume: &str, bucket: &str, key: &str) -> Result<KeyInfo> {
-        let r = self
-            .rpc
-            .clone()
-            .stat(SidecarStatRequest {
-                key: key_ref(volume, bucket, key),
-            })
-            .await?
-            .into_inner();
-        r.key
-            .ok_or_else(|| ClientError::NotFound(format!("key /{volume}/{bucket}/{key}")))
-    }
+impl KeyAccess for SidecarClient {
+    type Reader = SidecarReader;
+    type Writer = SidecarWriter;
 
-    /// A key's composite CRC, computed by the sidecar from block metadata.
-    pub async fn key_checksum(
+    /// Refused by the sidecar when the workload policy forbids overrides
+    /// and `verify` differs from it.
+    async fn open_key_with(
         &self,
-        volume: &str,
-        bucket: &str,
-        key: &str,
-    ) -> Result<crate::file_checksum::FileChecksum> {
-        let r = self
-            .rpc
-            .clone()
-            .file_checksum(SidecarStatRequest {
-                key: key_ref(volume, bucket, key),
-            })
-            .await?
-            .into_inner();
-        Ok(crate::file_checksum::FileChecksum {
-            kind: ozone_proto::ChecksumType::try_from(r.r#type)
-                .unwrap_or(ozone_proto::ChecksumType::Unspecified),
-            crc: r.crc,
-            size: r.length,
-            bytes_per_checksum: r.bytes_per_checksum,
-        })
-    }
-
-    /// Keys of a bucket starting with `prefix`.
-    pub async fn list_keys(
-        &self,
-        volume: &str,
-        bucket: &str,
-        prefix: &str,
-    ) -> Result<Vec<KeyInfo>> {
-        Ok(self
-            .rpc
-            .clone()
-            .list(SidecarListRequest {
-                volume: volume.into(),
-                bucket: bucket.into(),
-                prefix: prefix.into(),
-                limit: 0,
-            })
-            .await?
-            .into_inner()
-            .keys)
-    }
-
-    /// Opens a key under the workload's verify-checksum default.
-    pub async fn open_key(&self, volume: &str, bucket: &str, key: &str) -> Result<SidecarReader> {
-        self.open_key_with(volume, bucket, key, None).await
-    }
-
-    /// Opens a key, asking for `verify` on this stream (refused when the
-    /// workload policy forbids overrides and `verify` differs from it).
-    pub async fn open_key_with(
-        &self,
-        volume: &str,
-        bucket: &str,
-        key: &str,
+        path: KeyPath<'_>,
         verify: Option<bool>,
     ) -> Result<SidecarReader> {
         let r = self
             .rpc
             .clone()
             .open(SidecarOpenRequest {
-                key: key_ref(volume, bucket, key),
+                key: key_ref(path),
                 verify_checksum: verify,
             })
             .await?
@@ -300,25 +239,76 @@ impl SidecarClient {
         })
     }
 
-    /// Starts writing a key.
-    pub async fn create_key(&self, volume: &str, bucket: &str, key: &str) -> Result<SidecarWriter> {
-        self.create_file(volume, bucket, key, true).await
+    async fn create_key(&self, path: KeyPath<'_>) -> Result<SidecarWriter> {
+        self.create_file(path, true).await
     }
 
-    /// Starts writing file `path`; with `overwrite` false an existing file
-    /// (or one being written) is `ClientError::AlreadyExists`.
-    pub async fn create_file(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-        overwrite: bool,
-    ) -> Result<SidecarWriter> {
+    async fn key_info(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
+        let r = self
+            .rpc
+            .clone()
+            .stat(SidecarStatRequest { key: key_ref(path) })
+            .await?
+            .into_inner();
+        r.key
+            .ok_or_else(|| ClientError::NotFound(format!("key {path}")))
+    }
+
+    async fn list_keys(&self, prefix: KeyPath<'_>) -> Result<Vec<KeyInfo>> {
+        Ok(self
+            .rpc
+            .clone()
+            .list(SidecarListRequest {
+                volume: prefix.volume.into(),
+                bucket: prefix.bucket.into(),
+                prefix: prefix.key.into(),
+                limit: 0,
+            })
+            .await?
+            .into_inner()
+            .keys)
+    }
+
+    async fn delete_key(&self, path: KeyPath<'_>) -> Result<()> {
+        self.rpc
+            .clone()
+            .delete(SidecarDeleteRequest { key: key_ref(path) })
+            .await?;
+        Ok(())
+    }
+
+    /// Computed by the sidecar from block metadata.
+    async fn key_checksum(&self, path: KeyPath<'_>) -> Result<FileChecksum> {
+        let r = self
+            .rpc
+            .clone()
+            .file_checksum(SidecarStatRequest { key: key_ref(path) })
+            .await?
+            .into_inner();
+        Ok(FileChecksum {
+            kind: ozone_proto::ChecksumType::try_from(r.r#type)
+                .unwrap_or(ozone_proto::ChecksumType::Unspecified),
+            crc: r.crc,
+            size: r.length,
+            bytes_per_checksum: r.bytes_per_checksum,
+        })
+    }
+}
+
+impl FsAccess for SidecarClient {
+    async fn mkdirs(&self, path: KeyPath<'_>) -> Result<bool> {
+        let req = MkdirsRequest {
+            path: fs_path(path),
+        };
+        Ok(self.rpc.clone().mkdirs(req).await?.into_inner().created)
+    }
+
+    async fn create_file(&self, path: KeyPath<'_>, overwrite: bool) -> Result<SidecarWriter> {
         let r = self
             .rpc
             .clone()
             .create(SidecarCreateRequest {
-                key: key_ref(volume, bucket, path.trim_start_matches('/')),
+                key: key_ref(path.with_key(path.key.trim_start_matches('/'))),
                 exclusive: !overwrite,
             })
             .await?
@@ -330,56 +320,22 @@ impl SidecarClient {
         })
     }
 
-    /// Writes a key from an async reader; returns the committed key.
-    pub async fn put_key<R: AsyncRead + Unpin>(
-        &self,
-        volume: &str,
-        bucket: &str,
-        key: &str,
-        input: R,
-    ) -> Result<KeyInfo> {
-        crate::access::copy_in(self.create_key(volume, bucket, key).await?, input).await
-    }
-
-    /// Deletes a key.
-    pub async fn delete_key(&self, volume: &str, bucket: &str, key: &str) -> Result<()> {
-        self.rpc
-            .clone()
-            .delete(SidecarDeleteRequest {
-                key: key_ref(volume, bucket, key),
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Makes directory `path` and its parents; whether it was made.
-    pub async fn mkdirs(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
-        let req = MkdirsRequest {
-            path: fs_path(volume, bucket, path),
-        };
-        Ok(self.rpc.clone().mkdirs(req).await?.into_inner().created)
-    }
-
-    /// The status of `path`.
-    pub async fn file_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus> {
+    async fn file_status(&self, path: KeyPath<'_>) -> Result<FileStatus> {
         let req = GetFileStatusRequest {
-            path: fs_path(volume, bucket, path),
+            path: fs_path(path),
         };
         let r = self.rpc.clone().get_file_status(req).await?.into_inner();
         Ok(r.status.unwrap_or_default())
     }
 
-    /// One page of directory `path`.
-    pub async fn list_status(
+    async fn list_status(
         &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
+        path: KeyPath<'_>,
         start_after: &str,
         limit: u32,
     ) -> Result<Vec<FileStatus>> {
         let req = ListStatusRequest {
-            path: fs_path(volume, bucket, path),
+            path: fs_path(path),
             start_after: start_after.into(),
             limit,
         };
@@ -392,36 +348,38 @@ impl SidecarClient {
             .entries)
     }
 
-    /// Renames `from` to `to`; returns the new path.
-    pub async fn rename(&self, volume: &str, bucket: &str, from: &str, to: &str) -> Result<String> {
+    async fn rename(&self, from: KeyPath<'_>, to: &str) -> Result<String> {
         let req = RenameRequest {
-            from: fs_path(volume, bucket, from),
+            from: fs_path(from),
             to: to.into(),
         };
         Ok(self.rpc.clone().rename(req).await?.into_inner().path)
     }
 
-    /// Deletes a file or directory (`recursive` for a non-empty one).
-    pub async fn delete_path(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-        recursive: bool,
-    ) -> Result<()> {
+    async fn delete_path(&self, path: KeyPath<'_>, recursive: bool) -> Result<()> {
         let req = DeletePathRequest {
-            path: fs_path(volume, bucket, path),
+            path: fs_path(path),
             recursive,
         };
         self.rpc.clone().delete_path(req).await?;
         Ok(())
     }
 
-    /// Closes a file whose writer is gone at its last synced length;
-    /// returns the length.
-    pub async fn recover_lease(&self, volume: &str, bucket: &str, path: &str) -> Result<u64> {
+    async fn content_summary(&self, path: KeyPath<'_>) -> Result<ContentSummary> {
+        let req = ContentSummaryRequest {
+            path: fs_path(path),
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .get_content_summary(req)
+            .await?
+            .into_inner())
+    }
+
+    async fn recover_lease(&self, path: KeyPath<'_>) -> Result<u64> {
         let req = RecoverLeaseRequest {
-            path: fs_path(volume, bucket, path),
+            path: fs_path(path),
         };
         Ok(self
             .rpc
@@ -432,10 +390,9 @@ impl SidecarClient {
             .length)
     }
 
-    /// Whether the file at `path` is closed.
-    pub async fn is_file_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool> {
+    async fn is_file_closed(&self, path: KeyPath<'_>) -> Result<bool> {
         let req = IsFileClosedRequest {
-            path: fs_path(volume, bucket, path),
+            path: fs_path(path),
         };
         Ok(self
             .rpc
@@ -444,24 +401,6 @@ impl SidecarClient {
             .await?
             .into_inner()
             .closed)
-    }
-
-    /// Bytes, files and directories under `path`.
-    pub async fn content_summary(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-    ) -> Result<ContentSummary> {
-        let req = ContentSummaryRequest {
-            path: fs_path(volume, bucket, path),
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .get_content_summary(req)
-            .await?
-            .into_inner())
     }
 }
 
@@ -493,16 +432,6 @@ impl Drop for SidecarReader {
 }
 
 impl SidecarReader {
-    /// Key length.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// The verify-checksum setting in force for this stream.
-    pub fn verify_checksum(&self) -> bool {
-        self.verify
-    }
-
     async fn read_with(&self, offset: u64, buf: &mut [u8], verified: bool) -> Result<usize> {
         if offset > self.size {
             return Err(ClientError::OutOfRange {
@@ -555,15 +484,27 @@ impl SidecarReader {
         }
         Ok(got)
     }
+}
+
+impl KeyRead for SidecarReader {
+    /// Key length.
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The verify-checksum setting in force for this stream.
+    fn verify_checksum(&self) -> bool {
+        self.verify
+    }
 
     /// Reads up to `buf.len()` bytes at `offset` under the stream's setting;
     /// returns the count (short only at the end of the key).
-    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         self.read_with(offset, buf, false).await
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`.
-    pub async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let n = self.read_at(offset, buf).await?;
         if n < buf.len() {
             return Err(ClientError::OutOfRange {
@@ -578,7 +519,7 @@ impl SidecarReader {
     /// Re-reads exactly `buf.len()` bytes at `offset` with checksums
     /// verified whatever the stream's setting; a bad replica is skipped and
     /// reported by the sidecar.
-    pub async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let n = self.read_with(offset, buf, true).await?;
         if n < buf.len() {
             return Err(ClientError::OutOfRange {
@@ -591,7 +532,7 @@ impl SidecarReader {
     }
 
     /// Streams the whole key into `w`; returns the bytes copied.
-    pub async fn copy_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> Result<u64> {
+    async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
         let mut s = self
             .rpc
             .clone()
@@ -618,7 +559,7 @@ impl SidecarReader {
     }
 
     /// Closes the stream in the sidecar.
-    pub async fn close(mut self) -> Result<()> {
+    async fn close(mut self) -> Result<()> {
         self.closed = true;
         self.rpc
             .clone()
@@ -637,14 +578,14 @@ pub struct SidecarWriter {
     written: u64,
 }
 
-impl SidecarWriter {
+impl KeyWrite for SidecarWriter {
     /// Bytes written so far.
-    pub fn size(&self) -> u64 {
+    fn size(&self) -> u64 {
         self.written
     }
 
     /// Appends `data`.
-    pub async fn write(&mut self, data: &[u8]) -> Result<()> {
+    async fn write(&mut self, data: &[u8]) -> Result<()> {
         for piece in data.chunks(MAX_PIECE) {
             let r = self
                 .rpc
@@ -661,7 +602,7 @@ impl SidecarWriter {
 
     /// hsync: the bytes written so far are durable and visible to readers
     /// that open the file from now on.
-    pub async fn hsync(&mut self) -> Result<()> {
+    async fn hsync(&mut self) -> Result<()> {
         self.rpc
             .hsync(SidecarCommitRequest {
                 handle: self.handle,
@@ -671,7 +612,7 @@ impl SidecarWriter {
     }
 
     /// Commits the key; returns it.
-    pub async fn close(mut self) -> Result<KeyInfo> {
+    async fn close(mut self) -> Result<KeyInfo> {
         let r = self
             .rpc
             .commit(SidecarCommitRequest {

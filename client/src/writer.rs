@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use ozone_common::names::KeyPath;
 use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::*;
 use tonic::transport::Channel;
 
-use crate::ClientInner;
+use crate::api::KeyWrite;
+use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::om::om_call;
 
@@ -27,7 +29,9 @@ struct OpenBlock {
 /// A key being written; visible only after [`close`](KeyWriter::close).
 pub struct KeyWriter {
     inner: Arc<ClientInner>,
+    /// `/volume/bucket/key`, and where the bucket and the key start in it.
     path: String,
+    starts: (usize, usize),
     session_id: u64,
     block_size: u64,
     buf: BytesMut,
@@ -54,11 +58,14 @@ fn fatal(s: &tonic::Status) -> bool {
 impl KeyWriter {
     pub(crate) async fn open(
         inner: Arc<ClientInner>,
-        volume: &str,
-        bucket: &str,
-        name: &str,
+        path: KeyPath<'_>,
         exclusive: bool,
     ) -> Result<Self> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: name,
+        } = path;
         ozone_common::names::check_resource_name("volume", volume)?;
         ozone_common::names::check_resource_name("bucket", bucket)?;
         ozone_common::names::check_key_name(name)?;
@@ -75,7 +82,8 @@ impl KeyWriter {
         };
         let r = om_call!(inner.om, open_key, req)?;
         Ok(Self {
-            path: format!("/{volume}/{bucket}/{name}"),
+            path: path.to_string(),
+            starts: (volume.len() + 2, volume.len() + bucket.len() + 3),
             session_id: r.session_id,
             block_size: r.block_size.max(1),
             buf: BytesMut::with_capacity(inner.config.chunk_size as usize),
@@ -88,26 +96,10 @@ impl KeyWriter {
         })
     }
 
-    /// Bytes accepted so far.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// Appends data to the key.
-    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
-        while !data.is_empty() {
-            let want = self.next_chunk_len() - self.buf.len();
-            let n = want.min(data.len());
-            self.buf.extend_from_slice(&data[..n]);
-            data = &data[n..];
-            self.size += n as u64;
-            if self.buf.len() == self.next_chunk_len() {
-                let chunk = self.buf.split().freeze();
-                self.buf.reserve(self.inner.config.chunk_size as usize);
-                self.write_chunk(chunk).await?;
-            }
-        }
-        Ok(())
+    /// The key's path.
+    fn key_path(&self) -> KeyPath<'_> {
+        let (b, k) = self.starts;
+        KeyPath::new(&self.path[1..b - 1], &self.path[b..k - 1], &self.path[k..])
     }
 
     /// Length of the next chunk: the chunk size, cut at the block's end.
@@ -284,40 +276,6 @@ impl KeyWriter {
         }
     }
 
-    /// hsync: makes every byte written so far durable on all replicas and
-    /// visible to readers that open the file from now on (file-system
-    /// buckets). The buffered tail is sent as the current block's last
-    /// chunk and kept: it is written again, longer, as the file grows.
-    pub async fn hsync(&mut self) -> Result<()> {
-        let tail = if self.buf.is_empty() {
-            None
-        } else {
-            Some(self.send_tail().await?)
-        };
-        self.sync_current(tail.as_ref()).await?;
-        let mut blocks = self.done.clone();
-        if let Some(cur) = &self.current {
-            let tail_len = tail.as_ref().map_or(0, |(c, _)| c.len);
-            blocks.push(KeyBlock {
-                length: cur.written + tail_len,
-                ..cur.block.clone()
-            });
-        }
-        let req = HsyncRequest {
-            session_id: self.session_id,
-            blocks,
-            size: self.size,
-        };
-        om_call!(self.inner.om, hsync, req)?;
-        Ok(())
-    }
-
-    /// hflush: what [`hsync`](Self::hsync) does (the bytes are made
-    /// durable too).
-    pub async fn hflush(&mut self) -> Result<()> {
-        self.hsync().await
-    }
-
     /// Sends the buffered bytes as the current block's last chunk (a block
     /// is allocated if none is open), moving to a fresh block on failure.
     async fn send_tail(&mut self) -> Result<(ChunkInfo, Bytes)> {
@@ -386,10 +344,62 @@ impl KeyWriter {
             self.recover(failures).await?;
         }
     }
+}
+
+impl KeyWrite for KeyWriter {
+    /// Bytes accepted so far.
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends data to the key.
+    async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let want = self.next_chunk_len() - self.buf.len();
+            let n = want.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            self.size += n as u64;
+            if self.buf.len() == self.next_chunk_len() {
+                let chunk = self.buf.split().freeze();
+                self.buf.reserve(self.inner.config.chunk_size as usize);
+                self.write_chunk(chunk).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// hsync: makes every byte written so far durable on all replicas and
+    /// visible to readers that open the file from now on (file-system
+    /// buckets). The buffered tail is sent as the current block's last
+    /// chunk and kept: it is written again, longer, as the file grows.
+    async fn hsync(&mut self) -> Result<()> {
+        let tail = if self.buf.is_empty() {
+            None
+        } else {
+            Some(self.send_tail().await?)
+        };
+        self.sync_current(tail.as_ref()).await?;
+        let mut blocks = self.done.clone();
+        if let Some(cur) = &self.current {
+            let tail_len = tail.as_ref().map_or(0, |(c, _)| c.len);
+            blocks.push(KeyBlock {
+                length: cur.written + tail_len,
+                ..cur.block.clone()
+            });
+        }
+        let req = HsyncRequest {
+            session_id: self.session_id,
+            blocks,
+            size: self.size,
+        };
+        om_call!(self.inner.om, hsync, req)?;
+        Ok(())
+    }
 
     /// Writes what is buffered, commits the last block and makes the key
     /// visible. Returns the committed key.
-    pub async fn close(mut self) -> Result<KeyInfo> {
+    async fn close(mut self) -> Result<KeyInfo> {
         if !self.buf.is_empty() {
             let chunk = self.buf.split().freeze();
             self.write_chunk(chunk).await?;
@@ -414,8 +424,7 @@ impl KeyWriter {
                 .ok_or_else(|| ClientError::Unavailable("OM returned no key".into())),
             Err(s) if retried && s.code() == tonic::Code::NotFound => {
                 // An earlier attempt may have committed before its reply was lost.
-                let (v, b, k) = ozone_common::names::OzonePath::key_path(&self.path)?;
-                let key = self.inner.lookup(&v, &b, &k).await?;
+                let key = self.inner.lookup(self.key_path()).await?;
                 let ids: Vec<_> = key.blocks.iter().map(|b| b.block).collect();
                 let mine: Vec<_> = self.done.iter().map(|b| b.block).collect();
                 if ids == mine && key.size == self.size {

@@ -1,6 +1,7 @@
 //! Pieces shared by every Ozone process: checksums, configuration, names,
 //! the HTTP health/metrics endpoint and logging setup.
 
+pub mod block_key;
 pub mod checksum;
 pub mod config;
 pub mod exit;

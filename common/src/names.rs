@@ -143,14 +143,53 @@ impl OzonePath {
             _ => Err(NameError::Path(path.to_string(), "/volume/bucket")),
         }
     }
+}
 
-    /// Requires `/volume/bucket/key`.
-    pub fn key_path(path: &str) -> Result<(String, String, String), NameError> {
-        let p = Self::parse(path)?;
-        match (p.bucket, p.key) {
-            (Some(b), Some(k)) => Ok((p.volume, b, k)),
-            _ => Err(NameError::Path(path.to_string(), "/volume/bucket/key")),
+/// The path of a key, or of a file or directory in a file-system bucket:
+/// `/volume/bucket/key`. Borrowed and `Copy`; the client calls take one
+/// instead of three strings. An empty `key` is the bucket itself (its root
+/// directory, or every key when listing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyPath<'a> {
+    pub volume: &'a str,
+    pub bucket: &'a str,
+    pub key: &'a str,
+}
+
+impl<'a> KeyPath<'a> {
+    /// The path of `key` in `/volume/bucket` (not checked: the OM checks
+    /// names on every call).
+    pub const fn new(volume: &'a str, bucket: &'a str, key: &'a str) -> Self {
+        Self {
+            volume,
+            bucket,
+            key,
         }
+    }
+
+    /// Parses `/volume/bucket/key/with/slashes`, checking each name.
+    pub fn parse(path: &'a str) -> Result<Self, NameError> {
+        let rest = path.strip_prefix('/').unwrap_or(path);
+        let mut parts = rest.splitn(3, '/');
+        let (Some(volume), Some(bucket), Some(key)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(NameError::Path(path.to_string(), "/volume/bucket/key"));
+        };
+        check_resource_name("volume", volume)?;
+        check_resource_name("bucket", bucket)?;
+        check_key_name(key)?;
+        Ok(Self::new(volume, bucket, key))
+    }
+
+    /// Another key of the same bucket.
+    pub const fn with_key(self, key: &'a str) -> Self {
+        Self { key, ..self }
+    }
+}
+
+impl std::fmt::Display for KeyPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "/{}/{}/{}", self.volume, self.bucket, self.key)
     }
 }
 
@@ -173,16 +212,17 @@ mod tests {
 
     #[test]
     fn paths() {
-        let (v, b, k) = OzonePath::key_path("/vol1/bucket-a/dir/file.txt").unwrap();
-        assert_eq!(
-            (v.as_str(), b.as_str(), k.as_str()),
-            ("vol1", "bucket-a", "dir/file.txt")
-        );
+        let k = KeyPath::parse("/vol1/bucket-a/dir/file.txt").unwrap();
+        assert_eq!(k, KeyPath::new("vol1", "bucket-a", "dir/file.txt"));
+        assert_eq!(k.to_string(), "/vol1/bucket-a/dir/file.txt");
+        assert_eq!(k.with_key("x").key, "x");
         assert_eq!(
             OzonePath::bucket_path("/vol1/b12").unwrap(),
             ("vol1".into(), "b12".into())
         );
-        assert!(OzonePath::key_path("/vol1/b12").is_err());
+        assert!(KeyPath::parse("/vol1/b12").is_err());
+        assert!(KeyPath::parse("/vol1/b12/").is_err());
+        assert!(KeyPath::parse("/Vol1/b12/k").is_err());
         assert!(OzonePath::parse("/Vol").is_err());
         assert!(OzonePath::parse("/v").is_err());
         assert!(OzonePath::parse("/vol/-bad").is_err());

@@ -141,11 +141,6 @@ impl<T> Running<T> {
         }
     }
 
-    /// A sender that stops the server when sent `true`.
-    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
-        self.shutdown.clone()
-    }
-
     /// Runs until SIGTERM or Ctrl-C, then stops (logging "`name` stopping"),
     /// or until the tasks end by themselves.
     pub async fn until_signal(mut self, name: &str) {

@@ -2,19 +2,18 @@
 //! service over it, replica copies between datanodes, and registration
 //! (with replica reports) with the OM.
 
-pub mod block_key;
 pub mod cmd;
-pub mod config;
-pub mod metrics;
+mod config;
+mod metrics;
 pub mod prepare;
-pub mod replication;
-pub mod scanner;
-pub mod server;
-pub mod service;
-pub mod shortcircuit;
-pub mod slots;
+mod replication;
+mod scanner;
+mod server;
+mod service;
+mod shortcircuit;
+mod slots;
 pub mod socket_path;
-pub mod storage;
+mod storage;
 
 pub use config::DatanodeConfig;
 pub use server::{DatanodeHandle, StartError, start};

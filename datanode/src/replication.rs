@@ -18,9 +18,9 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::block_key::{BlockKey, key_of};
 use crate::metrics::Metrics;
 use crate::storage::{BlockStore, LocalReplica, ScanOutcome, StorageError};
+use ozone_common::block_key::{BlockKey, key_of};
 
 /// Replication settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

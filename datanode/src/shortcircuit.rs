@@ -23,11 +23,11 @@ use ozone_proto::*;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
 
-use crate::block_key::key_of;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::slots::{GrantError, Segment};
 use crate::socket_path::{self, PathSecurityError};
 use crate::storage::{BlockStore, StorageError};
+use ozone_common::block_key::key_of;
 
 /// Largest request body accepted on the socket.
 const MAX_REQUEST: u32 = 64 << 10;

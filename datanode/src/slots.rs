@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
 use ozone_common::shortcircuit::{SLOT_SIZE, SLOT_VALID};
 
-use crate::block_key::BlockKey;
+use ozone_common::block_key::BlockKey;
 
 /// How long a deleted block stays tombstoned (far longer than a grant).
 const TOMBSTONE_TTL: Duration = Duration::from_secs(600);
@@ -273,12 +273,6 @@ impl SlotRegistry {
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.state.lock().expect("lock").segments.len()
-    }
-
-    /// Slots in use across connections.
-    pub fn slots_in_use(&self) -> usize {
-        let st = self.state.lock().expect("lock");
-        st.segments.values().map(|s| s.in_use()).sum()
     }
 }
 

@@ -94,7 +94,7 @@ pub async fn run(
 fn purge(store: &OmStore) -> Result<usize, crate::store::OmError> {
     let mut total = 0;
     for _ in 0..PURGE_ROUNDS {
-        let n = store.fs_purge(crate::fs::PURGE_BATCH)?;
+        let n = store.fs_purge(crate::store::fs::PURGE_BATCH)?;
         total += n;
         if n == 0 {
             break;

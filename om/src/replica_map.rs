@@ -6,15 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+use ozone_common::block_key::{BlockKey, key_of};
 use ozone_proto::{BlockId, ReplicaReport};
-
-/// A block as (container id, local id).
-pub type BlockKey = (u64, u64);
-
-/// The key of a block id.
-pub fn key_of(id: &BlockId) -> BlockKey {
-    (id.container_id, id.local_id)
-}
 
 /// What one datanode reported.
 #[derive(Debug, Default)]

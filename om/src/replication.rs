@@ -30,12 +30,13 @@ use ozone_proto::{
 };
 use tokio::sync::watch;
 
-use crate::block_rows::{BlockSnapshot, RowRef};
 use crate::dn_channels::DatanodeChannels;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::replica_map::{BlockKey, Held, ReplicaMap, key_of};
+use crate::replica_map::{Held, ReplicaMap};
 use crate::store::OmStore;
+use crate::store::block_rows::{BlockSnapshot, RowRef};
+use ozone_common::block_key::{BlockKey, key_of};
 
 /// Replication manager settings.
 #[derive(Debug, Clone, Copy)]
@@ -544,8 +545,7 @@ impl ReplicationManager {
         let (snap, bad) = tokio::task::spawn_blocking(move || {
             Ok::<_, crate::store::OmError>((s.block_snapshot()?, s.all_bad_replicas()?))
         })
-        .await
-        .map_err(|e| crate::store::OmError::Meta(e.to_string()))??;
+        .await??;
         let nodes: HashMap<String, NodeView> = self
             .registry
             .all()
@@ -626,8 +626,7 @@ impl ReplicationManager {
             s.sync()?;
             Ok::<_, crate::store::OmError>(applied)
         })
-        .await
-        .map_err(|e| crate::store::OmError::Meta(e.to_string()))??;
+        .await??;
         if done > 0 || !plan.orphans.is_empty() {
             tracing::info!(
                 replica_lists = done,
@@ -668,8 +667,7 @@ impl ReplicationManager {
             s.set_operational_state(&id, state)?;
             s.sync()
         })
-        .await
-        .map_err(|e| crate::store::OmError::Meta(e.to_string()))?
+        .await?
     }
 
     fn start_copy(self: &Arc<Self>, c: Copy, nodes: &HashMap<String, NodeView>) {
@@ -751,7 +749,7 @@ impl ReplicationManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block_rows::BlockRow;
+    use crate::store::block_rows::BlockRow;
 
     fn view(name: &str, health: NodeState, op: OperationalState) -> NodeView {
         NodeView {

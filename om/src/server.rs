@@ -113,14 +113,14 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     let path = cfg.metadata_dir.join("om.redb");
     let store = tokio::task::spawn_blocking(move || OmStore::open(&path))
         .await
-        .map_err(|e| OmError::Meta(e.to_string()))??;
+        .map_err(OmError::from)??;
     let store = Arc::new(store);
     let registry = Arc::new(Registry::new(cfg.stale_after, cfg.dead_after));
     {
         let s = store.clone();
         let known = tokio::task::spawn_blocking(move || s.datanodes())
             .await
-            .map_err(|e| OmError::Meta(e.to_string()))??;
+            .map_err(OmError::from)??;
         for d in known {
             if let Ok(op) = ozone_proto::OperationalState::try_from(d.operational_state)
                 && op != ozone_proto::OperationalState::Unspecified

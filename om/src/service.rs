@@ -25,7 +25,7 @@ impl From<OmError> for Status {
             OmError::Invalid(_) => Status::invalid_argument(m),
             OmError::Unavailable(_) => Status::unavailable(m),
             OmError::Precondition(_) => Status::failed_precondition(m),
-            OmError::Meta(_) => Status::internal(m),
+            OmError::Meta(_) | OmError::Task(_) => Status::internal(m),
         }
     }
 }

@@ -21,9 +21,9 @@ fn every_role_accepts(what: &str, conf: &Conf) {
     );
     conf.validate().unwrap_or_else(|e| panic!("{what}: {e}"));
     let dir = Path::new("/var/lib/ozone");
-    ozone_om::server::OmConfig::for_dir(dir.join("om"), conf)
+    ozone_om::OmConfig::for_dir(dir.join("om"), conf)
         .unwrap_or_else(|e| panic!("{what} (OM): {e}"));
-    ozone_datanode::config::DatanodeConfig::for_dir(dir, "om:9862", "node1", conf)
+    ozone_datanode::DatanodeConfig::for_dir(dir, "om:9862", "node1", conf)
         .unwrap_or_else(|e| panic!("{what} (datanode): {e}"));
     ozone_client::ClientConfig::from_conf("om:9862", conf)
         .unwrap_or_else(|e| panic!("{what} (client): {e}"));
@@ -73,12 +73,13 @@ fn the_hbase_policy_is_read_by_the_sidecar_and_its_client() {
     let p = ozone_sidecar::policy::Policy::from_conf(&conf).unwrap();
     // Verify by default (HBase's fallback reader), overrides allowed (its
     // HFileSystem turns verification off on the instance it reads HFiles with).
-    assert!(p.verify_checksum && p.allow_verify_override && p.passthrough);
-    assert_eq!(p.short_circuit, keys::ShortCircuitMode::Auto);
+    assert!(p.allow_verify_override && p.passthrough);
     // The sidecar builds its client from the same file, with the node's
-    // socket directory.
+    // socket directory; the client holds verify and short-circuit.
     conf.set(keys::DOMAIN_SOCKET_PATH.name, "/var/lib/ozone/sockets");
     let client = ozone_client::ClientConfig::from_conf("om:9862", &conf).unwrap();
+    assert!(client.verify_checksum);
+    assert_eq!(client.short_circuit_mode, keys::ShortCircuitMode::Auto);
     assert!(client.short_circuit.is_some());
 }
 

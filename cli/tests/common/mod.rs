@@ -1,6 +1,7 @@
 //! Test harness: real local clusters of OM and datanode processes.
 #![allow(dead_code)]
 
+use ozone_client::prelude::*;
 use std::path::PathBuf;
 
 use ozone_cli::local::{LocalCluster, LocalSpec};
@@ -48,7 +49,10 @@ pub async fn bucket(c: &Client) {
 
 /// Writes `data` to /vol/bucket/`name` in pieces of `piece` bytes.
 pub async fn put(c: &Client, name: &str, data: &[u8], piece: usize) -> ozone_proto::KeyInfo {
-    let mut w = c.create_key("vol", "bucket", name).await.unwrap();
+    let mut w = c
+        .create_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
     for p in data.chunks(piece.max(1)) {
         w.write(p).await.unwrap();
     }
@@ -57,7 +61,10 @@ pub async fn put(c: &Client, name: &str, data: &[u8], piece: usize) -> ozone_pro
 
 /// Reads the whole key with positional reads of `piece` bytes.
 pub async fn get(c: &Client, name: &str, piece: usize) -> Vec<u8> {
-    let r = c.open_key("vol", "bucket", name).await.unwrap();
+    let r = c
+        .open_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
     let mut out = vec![0u8; r.size() as usize];
     let mut off = 0;
     while off < out.len() {
@@ -71,7 +78,10 @@ pub async fn get(c: &Client, name: &str, piece: usize) -> Vec<u8> {
 
 /// Streams the whole key.
 pub async fn stream(c: &Client, name: &str) -> Vec<u8> {
-    let r = c.open_key("vol", "bucket", name).await.unwrap();
+    let r = c
+        .open_key(KeyPath::new("vol", "bucket", name))
+        .await
+        .unwrap();
     let mut out = Vec::new();
     let n = r.copy_to(&mut out).await.unwrap();
     assert_eq!(n as usize, out.len());

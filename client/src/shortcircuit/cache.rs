@@ -73,7 +73,8 @@ impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
     }
 
     /// Removes every entry; returns them.
-    pub(crate) fn drain(&mut self) -> Vec<V> {
+    #[cfg(test)]
+    fn drain(&mut self) -> Vec<V> {
         self.map.drain().map(|(_, (v, _))| v).collect()
     }
 

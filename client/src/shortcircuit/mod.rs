@@ -56,8 +56,6 @@ pub struct ScStats {
     pub invalidations: AtomicU64,
     /// Reads that fell back to gRPC, by reason.
     pub fallbacks: Mutex<HashMap<&'static str, u64>>,
-    /// Total time spent opening blocks, microseconds.
-    pub open_micros: AtomicU64,
     /// Bytes checksummed by verifying short-circuit reads.
     pub checksummed_bytes: AtomicU64,
 }
@@ -86,7 +84,7 @@ impl ScBlock {
     }
 }
 
-type Key = (u64, u64);
+use ozone_common::block_key::BlockKey as Key;
 
 /// The short-circuit state of one client.
 pub struct ShortCircuit {
@@ -296,7 +294,7 @@ impl ShortCircuit {
         id: &BlockId,
         token: &[u8],
     ) -> Result<Arc<ScBlock>, ScError> {
-        let key = (id.container_id, id.local_id);
+        let key = ozone_common::block_key::key_of(id);
         if let Some(b) = self.cached(key) {
             if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -309,7 +307,6 @@ impl ShortCircuit {
         }
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         let conn = self.conn(dn).await?;
-        let t = Instant::now();
         let (data, slot, file) = conn.get_block(id, token).await?;
         // The finest checksums the datanode keeps, checked for shape.
         let sums = BlockIntegrity::of_block(&data).map_err(|e| {
@@ -328,9 +325,6 @@ impl ShortCircuit {
             opened: Instant::now(),
         });
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .open_micros
-            .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.insert(key, b.clone());
         Ok(b)
     }
@@ -350,7 +344,7 @@ impl ShortCircuit {
     ) -> Result<(), ScError> {
         if !b.valid() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove((b.id.container_id, b.id.local_id));
+            self.remove(ozone_common::block_key::key_of(&b.id));
             return Err(ScError::Invalidated);
         }
         let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
@@ -368,7 +362,7 @@ impl ShortCircuit {
         }
         if !b.valid() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove((b.id.container_id, b.id.local_id));
+            self.remove(ozone_common::block_key::key_of(&b.id));
             return Err(ScError::Invalidated);
         }
         self.stats
@@ -380,13 +374,5 @@ impl ShortCircuit {
     /// Cached descriptors.
     pub fn cached_blocks(&self) -> usize {
         self.cache.read().expect("lock").len()
-    }
-
-    /// Drops every cached descriptor (releasing their slots).
-    pub fn clear_cache(&self) {
-        let all = self.cache.write().expect("lock").drain();
-        for b in all {
-            Self::release(b);
-        }
     }
 }

@@ -9,7 +9,7 @@ use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::error::{StorageError, io_err, meta_err};
-use crate::block_key::BlockKey;
+use ozone_common::block_key::BlockKey;
 
 const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks");
 
@@ -48,13 +48,6 @@ impl MetaTable {
             Some(v) => Ok(Some(BlockData::decode(v.value()).map_err(meta_err)?)),
             None => Ok(None),
         }
-    }
-
-    /// Whether block `key` is committed.
-    pub fn contains(&self, key: BlockKey) -> Result<bool, StorageError> {
-        let txn = self.db.begin_read().map_err(meta_err)?;
-        let t = txn.open_table(BLOCKS).map_err(meta_err)?;
-        Ok(t.get(key).map_err(meta_err)?.is_some())
     }
 
     /// Records a committed block durably (fsynced when this returns).

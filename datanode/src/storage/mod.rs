@@ -11,4 +11,4 @@ pub mod report;
 pub mod store;
 
 pub use error::StorageError;
-pub use store::{BlockStore, CommittedBlock, LocalReplica, ScanOutcome};
+pub use store::{BlockStore, LocalReplica, ScanOutcome};

@@ -21,8 +21,8 @@ use super::error::{StorageError, io_err};
 use super::layout::Layout;
 use super::meta::MetaTable;
 use super::report::ReportLog;
-use crate::block_key::{BlockKey, key_of};
 use crate::slots::SlotRegistry;
+use ozone_common::block_key::{BlockKey, key_of};
 
 /// Whether two chunk records describe the same chunk (ignoring the
 /// datanode-derived fine checksums).

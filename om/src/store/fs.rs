@@ -16,20 +16,10 @@ use std::ops::Bound;
 use ozone_common::names::fs_components;
 use ozone_proto::*;
 use prost::Message;
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-use crate::store::{BUCKETS, OPEN_KEYS, OmError, OmStore, bucket_key, decode, meta};
-
-/// Directories: (parent id, name) -> `DirInfo`.
-pub(crate) const FS_DIRS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("fs_dirs");
-/// Directory object id -> parent id (ancestry checks after renames).
-pub(crate) const FS_PARENTS: TableDefinition<u64, u64> = TableDefinition::new("fs_parents");
-/// Files: (parent id, name) -> `KeyInfo` (its `name` is the file's own).
-pub(crate) const FS_FILES: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("fs_files");
-/// Files being written: (parent id, name) -> write session id.
-pub(crate) const FS_OPEN: TableDefinition<(u64, &str), u64> = TableDefinition::new("fs_open_files");
-/// Deleted directories whose subtrees are still being purged.
-pub(crate) const FS_DELETED: TableDefinition<u64, u8> = TableDefinition::new("fs_deleted_dirs");
+use super::tables::*;
+use super::{OmError, OmStore, bucket_key, decode};
 
 /// Entries purged per transaction by the background purge.
 pub const PURGE_BATCH: usize = 1000;
@@ -63,11 +53,11 @@ struct Tables<'t> {
 impl<'t> Tables<'t> {
     fn open(txn: &'t redb::WriteTransaction) -> Result<Self, OmError> {
         Ok(Self {
-            dirs: txn.open_table(FS_DIRS).map_err(meta)?,
-            parents: txn.open_table(FS_PARENTS).map_err(meta)?,
-            files: txn.open_table(FS_FILES).map_err(meta)?,
-            open: txn.open_table(FS_OPEN).map_err(meta)?,
-            deleted: txn.open_table(FS_DELETED).map_err(meta)?,
+            dirs: txn.open_table(FS_DIRS)?,
+            parents: txn.open_table(FS_PARENTS)?,
+            files: txn.open_table(FS_FILES)?,
+            open: txn.open_table(FS_OPEN)?,
+            deleted: txn.open_table(FS_DELETED)?,
         })
     }
 
@@ -77,9 +67,9 @@ impl<'t> Tables<'t> {
 
     fn has_children(&self, id: u64) -> Result<bool, OmError> {
         let r = children(id);
-        Ok(self.dirs.range(r).map_err(meta)?.next().is_some()
-            || self.files.range(r).map_err(meta)?.next().is_some()
-            || self.open.range(r).map_err(meta)?.next().is_some())
+        Ok(self.dirs.range(r)?.next().is_some()
+            || self.files.range(r)?.next().is_some()
+            || self.open.range(r)?.next().is_some())
     }
 
     /// Whether directory `id` is `ancestor` or lies under it.
@@ -91,7 +81,7 @@ impl<'t> Tables<'t> {
             if id == root {
                 return Ok(false);
             }
-            match self.parents.get(id).map_err(meta)? {
+            match self.parents.get(id)? {
                 Some(p) => id = p.value(),
                 None => return Ok(false),
             }
@@ -102,7 +92,7 @@ impl<'t> Tables<'t> {
     /// deleted directory).
     fn alive(&self, mut id: u64, root: u64) -> Result<bool, OmError> {
         while id != root {
-            match self.parents.get(id).map_err(meta)? {
+            match self.parents.get(id)? {
                 Some(p) => id = p.value(),
                 None => return Ok(false),
             }
@@ -139,13 +129,13 @@ fn entry_in(
     parent: u64,
     name: &str,
 ) -> Result<Entry, OmError> {
-    if let Some(v) = dirs.get((parent, name)).map_err(meta)? {
+    if let Some(v) = dirs.get((parent, name))? {
         return Ok(Entry::Dir(decode(v.value())?));
     }
-    if let Some(v) = files.get((parent, name)).map_err(meta)? {
+    if let Some(v) = files.get((parent, name))? {
         return Ok(Entry::File(decode(v.value())?));
     }
-    if let Some(v) = open.get((parent, name)).map_err(meta)? {
+    if let Some(v) = open.get((parent, name))? {
         return Ok(Entry::Open(v.value()));
     }
     Ok(Entry::Missing)
@@ -228,9 +218,9 @@ impl OmStore {
     /// The root directory id of a file-system bucket; `None` for an
     /// object-store bucket.
     pub fn fs_root(&self, volume: &str, bucket: &str) -> Result<Option<u64>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
+        let txn = self.db.begin_read()?;
         Self::check_bucket(&txn, volume, bucket)?;
-        Self::root_in(&txn.open_table(BUCKETS).map_err(meta)?, volume, bucket)
+        Self::root_in(&txn.open_table(BUCKETS)?, volume, bucket)
     }
 
     fn root_in(
@@ -239,7 +229,7 @@ impl OmStore {
         bucket: &str,
     ) -> Result<Option<u64>, OmError> {
         let k = bucket_key(volume, bucket);
-        let Some(v) = buckets.get(k.as_str()).map_err(meta)? else {
+        let Some(v) = buckets.get(k.as_str())? else {
             return Err(OmError::NotFound(format!("bucket /{k}")));
         };
         let b: BucketInfo = decode(v.value())?;
@@ -308,10 +298,8 @@ impl OmStore {
                         created_ms: now,
                         modified_ms: now,
                     };
-                    t.dirs
-                        .insert((id, *c), d.encode_to_vec().as_slice())
-                        .map_err(meta)?;
-                    t.parents.insert(new, id).map_err(meta)?;
+                    t.dirs.insert((id, *c), d.encode_to_vec().as_slice())?;
+                    t.parents.insert(new, id)?;
                     id = new;
                     created = true;
                 }
@@ -358,11 +346,9 @@ impl OmStore {
                 object_id: Self::next(&txn, "object")?,
                 ..template.clone()
             };
-            txn.open_table(OPEN_KEYS)
-                .map_err(meta)?
-                .insert(id, session.encode_to_vec().as_slice())
-                .map_err(meta)?;
-            t.open.insert((parent, leaf), id).map_err(meta)?;
+            txn.open_table(OPEN_KEYS)?
+                .insert(id, session.encode_to_vec().as_slice())?;
+            t.open.insert((parent, leaf), id)?;
             id
         };
         self.commit(txn)?;
@@ -380,20 +366,17 @@ impl OmStore {
         now: u64,
     ) -> Result<Option<KeyInfo>, OmError> {
         let root = {
-            let buckets = txn.open_table(BUCKETS).map_err(meta)?;
+            let buckets = txn.open_table(BUCKETS)?;
             Self::root_in(&buckets, &key.volume, &key.bucket)?.unwrap_or(0)
         };
         let mut t = Tables::open(txn)?;
         let leaf = key.name.rsplit('/').next().unwrap_or_default().to_string();
         let reserved = t
             .open
-            .get((key.parent_id, leaf.as_str()))
-            .map_err(meta)?
+            .get((key.parent_id, leaf.as_str()))?
             .map(|v| v.value());
         if reserved == Some(id) {
-            t.open
-                .remove((key.parent_id, leaf.as_str()))
-                .map_err(meta)?;
+            t.open.remove((key.parent_id, leaf.as_str()))?;
         }
         if !t.alive(key.parent_id, root)? {
             return Ok(None);
@@ -403,17 +386,15 @@ impl OmStore {
             modified_ms: now,
             ..key.clone()
         };
-        if let Some(old) = t.files.get((key.parent_id, leaf.as_str())).map_err(meta)? {
+        if let Some(old) = t.files.get((key.parent_id, leaf.as_str()))? {
             let old: KeyInfo = decode(old.value())?;
             stored.created_ms = old.created_ms;
             Self::queue_deletes(txn, &old.blocks)?;
         }
-        t.files
-            .insert(
-                (key.parent_id, leaf.as_str()),
-                stored.encode_to_vec().as_slice(),
-            )
-            .map_err(meta)?;
+        t.files.insert(
+            (key.parent_id, leaf.as_str()),
+            stored.encode_to_vec().as_slice(),
+        )?;
         Ok(Some(KeyInfo {
             name: key.name.clone(),
             ..stored
@@ -430,17 +411,16 @@ impl OmStore {
         };
         let comps = fs_components(&key.name).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, &key.name)?;
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
-        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let dirs = txn.open_table(FS_DIRS)?;
+        let files = txn.open_table(FS_FILES)?;
+        let open = txn.open_table(FS_OPEN)?;
         let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, &key.name) {
             Ok(p) => p,
             Err(OmError::NotFound(_)) => return Ok(false),
             Err(e) => return Err(e),
         };
-        Ok(parent == key.parent_id
-            && open.get((parent, leaf)).map_err(meta)?.map(|v| v.value()) == Some(id))
+        Ok(parent == key.parent_id && open.get((parent, leaf))?.map(|v| v.value()) == Some(id))
     }
 
     pub(crate) fn fs_release(
@@ -451,14 +431,11 @@ impl OmStore {
         if key.parent_id == 0 {
             return Ok(());
         }
-        let mut open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let mut open = txn.open_table(FS_OPEN)?;
         let leaf = key.name.rsplit('/').next().unwrap_or_default();
-        let held = open
-            .get((key.parent_id, leaf))
-            .map_err(meta)?
-            .map(|v| v.value());
+        let held = open.get((key.parent_id, leaf))?.map(|v| v.value());
         if held == Some(id) {
-            open.remove((key.parent_id, leaf)).map_err(meta)?;
+            open.remove((key.parent_id, leaf))?;
         }
         Ok(())
     }
@@ -470,10 +447,10 @@ impl OmStore {
         let Some((leaf, parent_comps)) = comps.split_last() else {
             return Ok(Found::Root);
         };
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
-        let open = txn.open_table(FS_OPEN).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let dirs = txn.open_table(FS_DIRS)?;
+        let files = txn.open_table(FS_FILES)?;
+        let open = txn.open_table(FS_OPEN)?;
         let not_found = || OmError::NotFound(format!("/{volume}/{bucket}/{}", comps.join("/")));
         let parent = match walk_dirs(&dirs, &files, &open, root, parent_comps, path) {
             Ok(p) => p,
@@ -484,8 +461,8 @@ impl OmStore {
             Entry::Dir(d) => Found::Dir(d),
             Entry::File(k) => Found::File(k),
             Entry::Open(session) => {
-                let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
-                match t.get(session).map_err(meta)? {
+                let t = txn.open_table(OPEN_KEYS)?;
+                match t.get(session)? {
                     Some(v) => Found::Open(decode(v.value())?),
                     None => return Err(not_found()),
                 }
@@ -557,45 +534,33 @@ impl OmStore {
                 Vec::new()
             });
         }
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
-        let open = txn.open_table(FS_OPEN).map_err(meta)?;
-        let sessions = txn.open_table(OPEN_KEYS).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let dirs = txn.open_table(FS_DIRS)?;
+        let files = txn.open_table(FS_FILES)?;
+        let open = txn.open_table(FS_OPEN)?;
+        let sessions = txn.open_table(OPEN_KEYS)?;
         let id = status.object_id;
         let base = status.path;
         let mut out: Vec<(String, FileStatus)> = Vec::with_capacity(limit.min(1024));
-        for row in dirs
-            .range(children_after(id, start_after))
-            .map_err(meta)?
-            .take(limit)
-        {
-            let (k, v) = row.map_err(meta)?;
+        for row in dirs.range(children_after(id, start_after))?.take(limit) {
+            let (k, v) = row?;
             let d: DirInfo = decode(v.value())?;
             let name = k.value().1.to_string();
             out.push((name.clone(), dir_status(join(&base, &name), &d)));
         }
-        for row in files
-            .range(children_after(id, start_after))
-            .map_err(meta)?
-            .take(limit)
-        {
-            let (k, v) = row.map_err(meta)?;
+        for row in files.range(children_after(id, start_after))?.take(limit) {
+            let (k, v) = row?;
             let f: KeyInfo = decode(v.value())?;
             let name = k.value().1.to_string();
             out.push((name.clone(), file_status(join(&base, &name), &f, false)));
         }
-        for row in open
-            .range(children_after(id, start_after))
-            .map_err(meta)?
-            .take(limit)
-        {
-            let (k, v) = row.map_err(meta)?;
+        for row in open.range(children_after(id, start_after))?.take(limit) {
+            let (k, v) = row?;
             let name = k.value().1.to_string();
-            if files.get((id, name.as_str())).map_err(meta)?.is_some() {
+            if files.get((id, name.as_str()))?.is_some() {
                 continue; // the committed version is listed
             }
-            if let Some(s) = sessions.get(v.value()).map_err(meta)? {
+            if let Some(s) = sessions.get(v.value())? {
                 let s: KeyInfo = decode(s.value())?;
                 out.push((name.clone(), file_status(join(&base, &name), &s, true)));
             }
@@ -690,23 +655,21 @@ impl OmStore {
             }
             match src {
                 Entry::Dir(mut d) => {
-                    t.dirs.remove((sp, src_name)).map_err(meta)?;
+                    t.dirs.remove((sp, src_name))?;
                     d.parent_id = tp;
                     d.name = tname.clone();
                     d.modified_ms = now;
                     t.dirs
-                        .insert((tp, tname.as_str()), d.encode_to_vec().as_slice())
-                        .map_err(meta)?;
-                    t.parents.insert(d.object_id, tp).map_err(meta)?;
+                        .insert((tp, tname.as_str()), d.encode_to_vec().as_slice())?;
+                    t.parents.insert(d.object_id, tp)?;
                 }
                 Entry::File(mut k) => {
-                    t.files.remove((sp, src_name)).map_err(meta)?;
+                    t.files.remove((sp, src_name))?;
                     k.parent_id = tp;
                     k.name = tname.clone();
                     k.modified_ms = now;
                     t.files
-                        .insert((tp, tname.as_str()), k.encode_to_vec().as_slice())
-                        .map_err(meta)?;
+                        .insert((tp, tname.as_str()), k.encode_to_vec().as_slice())?;
                 }
                 Entry::Open(_) | Entry::Missing => unreachable!("checked above"),
             }
@@ -741,11 +704,11 @@ impl OmStore {
                     )));
                 }
                 Entry::File(k) => {
-                    t.files.remove((parent, leaf)).map_err(meta)?;
+                    t.files.remove((parent, leaf))?;
                     Self::queue_deletes(&txn, &k.blocks)?;
                 }
                 Entry::Open(session) => {
-                    t.open.remove((parent, leaf)).map_err(meta)?;
+                    t.open.remove((parent, leaf))?;
                     Self::drop_session(&txn, session)?;
                 }
                 Entry::Dir(d) => {
@@ -756,10 +719,10 @@ impl OmStore {
                             comps.join("/")
                         )));
                     }
-                    t.dirs.remove((parent, leaf)).map_err(meta)?;
-                    t.parents.remove(d.object_id).map_err(meta)?;
+                    t.dirs.remove((parent, leaf))?;
+                    t.parents.remove(d.object_id)?;
                     if busy {
-                        t.deleted.insert(d.object_id, 0u8).map_err(meta)?;
+                        t.deleted.insert(d.object_id, 0u8)?;
                     }
                 }
             }
@@ -802,16 +765,11 @@ impl OmStore {
                     )));
                 }
                 Entry::Open(session) => {
-                    let s: KeyInfo = match txn
-                        .open_table(OPEN_KEYS)
-                        .map_err(meta)?
-                        .remove(session)
-                        .map_err(meta)?
-                    {
+                    let s: KeyInfo = match txn.open_table(OPEN_KEYS)?.remove(session)? {
                         Some(v) => decode(v.value())?,
                         None => return Err(OmError::NotFound(format!("session {session}"))),
                     };
-                    t.open.remove((parent, leaf)).map_err(meta)?;
+                    t.open.remove((parent, leaf))?;
                     let unused: Vec<KeyBlock> = s
                         .blocks
                         .iter()
@@ -828,13 +786,12 @@ impl OmStore {
                         parent_id: parent,
                         ..s
                     };
-                    if let Some(old) = t.files.get((parent, leaf)).map_err(meta)? {
+                    if let Some(old) = t.files.get((parent, leaf))? {
                         let old: KeyInfo = decode(old.value())?;
                         Self::queue_deletes(&txn, &old.blocks)?;
                     }
                     t.files
-                        .insert((parent, leaf), file.encode_to_vec().as_slice())
-                        .map_err(meta)?;
+                        .insert((parent, leaf), file.encode_to_vec().as_slice())?;
                     file.size
                 }
             }
@@ -857,10 +814,8 @@ impl OmStore {
     /// Removes a write session (in `txn`), queueing its blocks.
     fn drop_session(txn: &redb::WriteTransaction, session: u64) -> Result<(), OmError> {
         let removed = txn
-            .open_table(OPEN_KEYS)
-            .map_err(meta)?
-            .remove(session)
-            .map_err(meta)?
+            .open_table(OPEN_KEYS)?
+            .remove(session)?
             .map(|v| decode::<KeyInfo>(v.value()))
             .transpose()?;
         if let Some(s) = removed {
@@ -883,10 +838,9 @@ impl OmStore {
             let mut t = Tables::open(&txn)?;
             let ids: Vec<u64> = t
                 .deleted
-                .iter()
-                .map_err(meta)?
+                .iter()?
                 .take(64)
-                .map(|r| r.map(|(k, _)| k.value()).map_err(meta))
+                .map(|r| r.map(|(k, _)| k.value()).map_err(OmError::from))
                 .collect::<Result<_, _>>()?;
             for id in ids {
                 if purged >= batch {
@@ -894,41 +848,38 @@ impl OmStore {
                 }
                 let files: Vec<(String, KeyInfo)> = t
                     .files
-                    .range(children(id))
-                    .map_err(meta)?
+                    .range(children(id))?
                     .take(batch - purged)
                     .map(|r| {
-                        let (k, v) = r.map_err(meta)?;
+                        let (k, v) = r?;
                         Ok((k.value().1.to_string(), decode(v.value())?))
                     })
                     .collect::<Result<_, OmError>>()?;
                 for (name, f) in &files {
-                    t.files.remove((id, name.as_str())).map_err(meta)?;
+                    t.files.remove((id, name.as_str()))?;
                     Self::queue_deletes(&txn, &f.blocks)?;
                 }
                 purged += files.len();
                 let open: Vec<(String, u64)> = t
                     .open
-                    .range(children(id))
-                    .map_err(meta)?
+                    .range(children(id))?
                     .take(batch.saturating_sub(purged))
                     .map(|r| {
-                        let (k, v) = r.map_err(meta)?;
+                        let (k, v) = r?;
                         Ok((k.value().1.to_string(), v.value()))
                     })
                     .collect::<Result<_, OmError>>()?;
                 for (name, session) in &open {
-                    t.open.remove((id, name.as_str())).map_err(meta)?;
+                    t.open.remove((id, name.as_str()))?;
                     Self::drop_session(&txn, *session)?;
                 }
                 purged += open.len();
                 let dirs: Vec<(String, u64)> = t
                     .dirs
-                    .range(children(id))
-                    .map_err(meta)?
+                    .range(children(id))?
                     .take(batch.saturating_sub(purged))
                     .map(|r| {
-                        let (k, v) = r.map_err(meta)?;
+                        let (k, v) = r?;
                         Ok((
                             k.value().1.to_string(),
                             decode::<DirInfo>(v.value())?.object_id,
@@ -936,13 +887,13 @@ impl OmStore {
                     })
                     .collect::<Result<_, OmError>>()?;
                 for (name, sub) in &dirs {
-                    t.dirs.remove((id, name.as_str())).map_err(meta)?;
-                    t.parents.remove(*sub).map_err(meta)?;
-                    t.deleted.insert(*sub, 0u8).map_err(meta)?;
+                    t.dirs.remove((id, name.as_str()))?;
+                    t.parents.remove(*sub)?;
+                    t.deleted.insert(*sub, 0u8)?;
                 }
                 purged += dirs.len();
                 if !t.has_children(id)? {
-                    t.deleted.remove(id).map_err(meta)?;
+                    t.deleted.remove(id)?;
                     purged += 1;
                 }
             }
@@ -953,11 +904,8 @@ impl OmStore {
 
     /// Directories still being purged.
     pub fn fs_purge_pending(&self) -> Result<u64, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        txn.open_table(FS_DELETED)
-            .map_err(meta)?
-            .len()
-            .map_err(meta)
+        let txn = self.db.begin_read()?;
+        Ok(txn.open_table(FS_DELETED)?.len()?)
     }
 
     /// Bytes, files and directories under `path` (a directory counts
@@ -976,24 +924,152 @@ impl OmStore {
                 directory_count: 0,
             });
         }
-        let txn = self.db.begin_read().map_err(meta)?;
-        let dirs = txn.open_table(FS_DIRS).map_err(meta)?;
-        let files = txn.open_table(FS_FILES).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let dirs = txn.open_table(FS_DIRS)?;
+        let files = txn.open_table(FS_FILES)?;
         let mut sum = ContentSummary::default();
         let mut queue = VecDeque::from([status.object_id]);
         while let Some(id) = queue.pop_front() {
             sum.directory_count += 1;
-            for row in files.range(children(id)).map_err(meta)? {
-                let (_, v) = row.map_err(meta)?;
+            for row in files.range(children(id))? {
+                let (_, v) = row?;
                 let f: KeyInfo = decode(v.value())?;
                 sum.length += f.size;
                 sum.file_count += 1;
             }
-            for row in dirs.range(children(id)).map_err(meta)? {
-                let (_, v) = row.map_err(meta)?;
+            for row in dirs.range(children(id))? {
+                let (_, v) = row?;
                 queue.push_back(decode::<DirInfo>(v.value())?.object_id);
             }
         }
         Ok(sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &std::path::Path) -> OmStore {
+        OmStore::open(&dir.join("om.redb")).unwrap()
+    }
+
+    fn new_bucket(dir: &std::path::Path) -> OmStore {
+        let s = store(dir);
+        s.create_volume("vol", 1).unwrap();
+        s.create_bucket("vol", "fsb", BucketLayout::FileSystemOptimized, 1)
+            .unwrap();
+        s
+    }
+
+    fn file(path: &str) -> KeyInfo {
+        KeyInfo {
+            volume: "vol".into(),
+            bucket: "fsb".into(),
+            name: path.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Writes and commits a one-block file on `dn1`.
+    fn write(s: &OmStore, path: &str, size: u64) -> KeyInfo {
+        let sid = s.open_key(&file(path), true, 2).unwrap();
+        let mut b = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        b.length = size;
+        s.commit_key(sid, &[b], size, 3).unwrap()
+    }
+
+    fn names(s: &OmStore, dir: &str) -> Vec<String> {
+        s.fs_list("vol", "fsb", dir, "", 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn directories_files_renames_and_deletes() {
+        let d = tempfile::tempdir().unwrap();
+        let s = new_bucket(d.path());
+        assert!(s.fs_mkdirs("vol", "fsb", "a/b/c", 1).unwrap());
+        assert!(!s.fs_mkdirs("vol", "fsb", "a/b", 1).unwrap());
+        write(&s, "a/b/c/f1", 10);
+        write(&s, "a/b/f2", 5);
+        assert!(matches!(
+            s.open_key(&file("a/b/f2"), true, 4),
+            Err(OmError::AlreadyExists(_))
+        ));
+        assert!(s.fs_mkdirs("vol", "fsb", "a/b/f2/x", 1).is_err());
+        let st = s.fs_status("vol", "fsb", "a/b/c/f1").unwrap();
+        assert!(!st.is_dir && !st.open && st.size == 10);
+        assert!(s.fs_status("vol", "fsb", "a/b").unwrap().is_dir);
+        assert_eq!(names(&s, "a/b"), ["a/b/c", "a/b/f2"]);
+
+        // A directory's rename moves its subtree with it.
+        assert_eq!(s.fs_rename("vol", "fsb", "a/b", "z", 5).unwrap(), "z");
+        assert_eq!(s.fs_status("vol", "fsb", "z/c/f1").unwrap().size, 10);
+        assert!(matches!(
+            s.fs_status("vol", "fsb", "a/b/c/f1"),
+            Err(OmError::NotFound(_))
+        ));
+        assert!(s.fs_rename("vol", "fsb", "z", "z/c/inside", 6).is_err());
+        assert_eq!(names(&s, "a"), Vec::<String>::new());
+
+        // A non-empty directory needs `recursive`, and stays.
+        assert!(s.fs_delete("vol", "fsb", "z", false).is_err());
+        let sum = s.fs_summary("vol", "fsb", "z").unwrap();
+        assert_eq!((sum.length, sum.file_count), (15, 2));
+        s.fs_delete("vol", "fsb", "z", true).unwrap();
+        assert!(matches!(
+            s.fs_status("vol", "fsb", "z/f2"),
+            Err(OmError::NotFound(_))
+        ));
+        // The subtree is purged in batches, its blocks queued for deletion.
+        assert_eq!(s.fs_purge_pending().unwrap(), 1);
+        let mut batches = 0;
+        while s.fs_purge(1).unwrap() > 0 {
+            batches += 1;
+        }
+        assert!(batches >= 2, "{batches}");
+        assert_eq!(s.fs_purge_pending().unwrap(), 0);
+        assert_eq!(s.pending_deletes("dn1", 10).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_file_being_written_is_held_and_recovered() {
+        let d = tempfile::tempdir().unwrap();
+        let s = new_bucket(d.path());
+        let sid = s.open_key(&file("wal/w1"), true, 2).unwrap();
+        let mut b = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        assert!(!s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
+        assert!(s.fs_status("vol", "fsb", "wal/w1").unwrap().open);
+        // Another writer of the same name is refused while it is open.
+        assert!(matches!(
+            s.open_key(&file("wal/w1"), true, 3),
+            Err(OmError::AlreadyExists(_))
+        ));
+        b.length = 7;
+        s.hsync_key(sid, std::slice::from_ref(&b), 7).unwrap();
+        // Lease recovery closes it at the synced length; the old writer's
+        // commit is refused after that.
+        let (len, _) = s.fs_recover_lease("vol", "fsb", "wal/w1", 4).unwrap();
+        assert_eq!(len, 7);
+        assert!(s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
+        assert!(s.commit_key(sid, &[b], 7, 5).is_err());
+        assert_eq!(s.fs_status("vol", "fsb", "wal/w1").unwrap().size, 7);
+    }
+
+    #[test]
+    fn the_namespace_survives_a_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        {
+            let s = new_bucket(d.path());
+            write(&s, "x/y", 3);
+            s.fs_rename("vol", "fsb", "x", "x2", 2).unwrap();
+            s.sync().unwrap();
+        }
+        let s = store(d.path());
+        assert_eq!(s.fs_status("vol", "fsb", "x2/y").unwrap().size, 3);
+        assert_eq!(names(&s, ""), ["x2"]);
     }
 }

@@ -9,9 +9,9 @@ use ozone_proto::{BlockId, KeyInfo};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::fs::FS_FILES;
-use crate::replica_map::key_of;
-use crate::store::{OmError, OmStore, decode, meta};
+use super::tables::*;
+use super::{OmError, OmStore, decode, id_only, replica_ids};
+use ozone_common::block_key::{BlockKey, key_of};
 
 /// Where a block's replica list is stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -47,7 +47,7 @@ pub struct BlockSnapshot {
     /// Every block of a committed key or file.
     pub blocks: Vec<BlockRow>,
     /// Every block the OM knows (committed, being written, awaiting deletion).
-    pub referenced: HashSet<(u64, u64)>,
+    pub referenced: HashSet<BlockKey>,
     /// (datanode, block) pairs awaiting deletion.
     pub pending_deletes: HashSet<(String, u64, u64)>,
     /// Block local ids below this were allocated before the snapshot.
@@ -63,7 +63,7 @@ fn rows_of(row: RowRef, key: &KeyInfo, shown: String, out: &mut BlockSnapshot) {
             id,
             size: b.length,
             replication: (key.replication.max(1)) as u32,
-            replicas: crate::store::replica_ids(b),
+            replicas: replica_ids(b),
             key: shown.clone(),
             committed_ms: key.modified_ms.max(key.created_ms),
         });
@@ -74,24 +74,17 @@ impl OmStore {
     /// Every committed block with its replicas, the blocks of open sessions
     /// and those awaiting deletion, in one read transaction.
     pub fn block_snapshot(&self) -> Result<BlockSnapshot, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
+        let txn = self.db.begin_read()?;
         let mut out = BlockSnapshot {
             allocated_below: txn
-                .open_table(crate::store::COUNTERS)
-                .map_err(meta)?
-                .get("local")
-                .map_err(meta)?
+                .open_table(COUNTERS)?
+                .get("local")?
                 .map_or(0, |v| v.value())
                 + 1,
             ..Default::default()
         };
-        for row in txn
-            .open_table(crate::store::KEYS)
-            .map_err(meta)?
-            .iter()
-            .map_err(meta)?
-        {
-            let (k, v) = row.map_err(meta)?;
+        for row in txn.open_table(KEYS)?.iter()? {
+            let (k, v) = row?;
             let key: KeyInfo = decode(v.value())?;
             let name = k.value().to_string();
             rows_of(
@@ -101,13 +94,8 @@ impl OmStore {
                 &mut out,
             );
         }
-        for row in txn
-            .open_table(FS_FILES)
-            .map_err(meta)?
-            .iter()
-            .map_err(meta)?
-        {
-            let (k, v) = row.map_err(meta)?;
+        for row in txn.open_table(FS_FILES)?.iter()? {
+            let (k, v) = row?;
             let (parent, name) = k.value();
             let key: KeyInfo = decode(v.value())?;
             let shown = format!("/{}/{}/…/{name}", key.volume, key.bucket);
@@ -118,24 +106,14 @@ impl OmStore {
                 &mut out,
             );
         }
-        for row in txn
-            .open_table(crate::store::OPEN_KEYS)
-            .map_err(meta)?
-            .iter()
-            .map_err(meta)?
-        {
-            let session: KeyInfo = decode(row.map_err(meta)?.1.value())?;
+        for row in txn.open_table(OPEN_KEYS)?.iter()? {
+            let session: KeyInfo = decode(row?.1.value())?;
             for b in session.blocks.iter().chain(&session.synced_blocks) {
                 out.referenced.extend(b.block.as_ref().map(key_of));
             }
         }
-        for row in txn
-            .open_table(crate::store::PENDING_DELETES)
-            .map_err(meta)?
-            .iter()
-            .map_err(meta)?
-        {
-            let entry = row.map_err(meta)?;
+        for row in txn.open_table(PENDING_DELETES)?.iter()? {
+            let entry = row?;
             let (dn, c, l) = entry.0.value();
             out.referenced.insert((c, l));
             out.pending_deletes.insert((dn.to_string(), c, l));
@@ -157,17 +135,11 @@ impl OmStore {
     ) -> Result<bool, OmError> {
         let txn = self.write()?;
         let updated = {
-            let mut keys = txn.open_table(crate::store::KEYS).map_err(meta)?;
-            let mut files = txn.open_table(FS_FILES).map_err(meta)?;
+            let mut keys = txn.open_table(KEYS)?;
+            let mut files = txn.open_table(FS_FILES)?;
             let stored = match row {
-                RowRef::Key(k) => keys
-                    .get(k.as_str())
-                    .map_err(meta)?
-                    .map(|v| v.value().to_vec()),
-                RowRef::File(p, n) => files
-                    .get((*p, n.as_str()))
-                    .map_err(meta)?
-                    .map(|v| v.value().to_vec()),
+                RowRef::Key(k) => keys.get(k.as_str())?.map(|v| v.value().to_vec()),
+                RowRef::File(p, n) => files.get((*p, n.as_str()))?.map(|v| v.value().to_vec()),
             };
             let Some(bytes) = stored else {
                 return Ok(false);
@@ -176,25 +148,20 @@ impl OmStore {
             let Some(b) = key.blocks.iter_mut().find(|b| b.block.as_ref() == Some(id)) else {
                 return Ok(false);
             };
-            if crate::store::replica_ids(b) != expected {
+            if replica_ids(b) != expected {
                 return Ok(false);
             }
-            b.replicas = new.iter().map(|r| crate::store::id_only(r)).collect();
+            b.replicas = new.iter().map(|r| id_only(r)).collect();
             let v = key.encode_to_vec();
             match row {
-                RowRef::Key(k) => keys.insert(k.as_str(), v.as_slice()).map_err(meta)?,
-                RowRef::File(p, n) => files.insert((*p, n.as_str()), v.as_slice()).map_err(meta)?,
+                RowRef::Key(k) => keys.insert(k.as_str(), v.as_slice())?,
+                RowRef::File(p, n) => files.insert((*p, n.as_str()), v.as_slice())?,
             };
-            let mut pending = txn
-                .open_table(crate::store::PENDING_DELETES)
-                .map_err(meta)?;
-            let mut bad = txn.open_table(crate::store::BAD_REPLICAS).map_err(meta)?;
+            let mut pending = txn.open_table(PENDING_DELETES)?;
+            let mut bad = txn.open_table(BAD_REPLICAS)?;
             for dn in delete_on {
-                pending
-                    .insert((dn.as_str(), id.container_id, id.local_id), 0u8)
-                    .map_err(meta)?;
-                bad.remove((id.container_id, id.local_id, dn.as_str()))
-                    .map_err(meta)?;
+                pending.insert((dn.as_str(), id.container_id, id.local_id), 0u8)?;
+                bad.remove((id.container_id, id.local_id, dn.as_str()))?;
             }
             true
         };
@@ -211,13 +178,13 @@ impl OmStore {
     ) -> Result<(), OmError> {
         let txn = self.write()?;
         {
-            let mut t = txn.open_table(crate::store::DATANODES).map_err(meta)?;
-            let mut dn: ozone_proto::DatanodeDetails = match t.get(id).map_err(meta)? {
+            let mut t = txn.open_table(DATANODES)?;
+            let mut dn: ozone_proto::DatanodeDetails = match t.get(id)? {
                 Some(v) => decode(v.value())?,
-                None => crate::store::id_only(id),
+                None => id_only(id),
             };
             dn.operational_state = state as i32;
-            t.insert(id, dn.encode_to_vec().as_slice()).map_err(meta)?;
+            t.insert(id, dn.encode_to_vec().as_slice())?;
         }
         self.commit(txn)
     }
@@ -226,20 +193,18 @@ impl OmStore {
     /// replaced or found healthy).
     pub fn clear_bad_replica(&self, id: &BlockId, dn: &str) -> Result<(), OmError> {
         let txn = self.write()?;
-        txn.open_table(crate::store::BAD_REPLICAS)
-            .map_err(meta)?
-            .remove((id.container_id, id.local_id, dn))
-            .map_err(meta)?;
+        txn.open_table(BAD_REPLICAS)?
+            .remove((id.container_id, id.local_id, dn))?;
         self.commit(txn)
     }
 
     /// Every (block, datanode) with a bad-replica record.
     pub fn all_bad_replicas(&self) -> Result<HashSet<(u64, u64, String)>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(crate::store::BAD_REPLICAS).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(BAD_REPLICAS)?;
         let mut out = HashSet::new();
-        for row in t.iter().map_err(meta)? {
-            let entry = row.map_err(meta)?;
+        for row in t.iter()? {
+            let entry = row?;
             let (c, l, dn) = entry.0.value();
             out.insert((c, l, dn.to_string()));
         }
@@ -247,14 +212,12 @@ impl OmStore {
     }
 
     /// Queues `dn`'s replicas of `ids` for deletion (orphans, excess).
-    pub fn queue_replica_deletes(&self, dn: &str, ids: &[(u64, u64)]) -> Result<(), OmError> {
+    pub fn queue_replica_deletes(&self, dn: &str, ids: &[BlockKey]) -> Result<(), OmError> {
         let txn = self.write()?;
         {
-            let mut t = txn
-                .open_table(crate::store::PENDING_DELETES)
-                .map_err(meta)?;
+            let mut t = txn.open_table(PENDING_DELETES)?;
             for (c, l) in ids {
-                t.insert((dn, *c, *l), 0u8).map_err(meta)?;
+                t.insert((dn, *c, *l), 0u8)?;
             }
         }
         self.commit(txn)

@@ -1,138 +1,16 @@
-//! The OM's persistent state in one redb database: volumes, buckets,
-//! committed keys, open key sessions, datanodes, blocks awaiting deletion
-//! and reported bad replicas. Each operation is one ACID transaction.
-
-use std::path::Path;
+//! Volumes, buckets, object-store keys and their write sessions,
+//! datanodes, blocks awaiting deletion and reported bad replicas.
 
 use ozone_proto::{
     BlockId, BucketInfo, BucketLayout, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo,
 };
 use prost::Message;
+use redb::{ReadableDatabase, ReadableTable};
 
-use crate::group_commit::GroupCommit;
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
-
-const VOLUMES: TableDefinition<&str, &[u8]> = TableDefinition::new("volumes");
-pub(crate) const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
-pub(crate) const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
-pub(crate) const OPEN_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("open_keys");
-pub(crate) const DATANODES: TableDefinition<&str, &[u8]> = TableDefinition::new("datanodes");
-const CONTAINERS: TableDefinition<&str, u64> = TableDefinition::new("pipeline_containers");
-pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-pub(crate) const PENDING_DELETES: TableDefinition<(&str, u64, u64), u8> =
-    TableDefinition::new("pending_deletes");
-pub(crate) const BAD_REPLICAS: TableDefinition<(u64, u64, &str), &str> =
-    TableDefinition::new("bad_replicas");
-
-/// Errors of OM operations, mapped to gRPC codes by the service.
-#[derive(Debug, thiserror::Error)]
-pub enum OmError {
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("{0} already exists")]
-    AlreadyExists(String),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Unavailable(String),
-    /// The path is in a state that forbids the operation (not empty, not a
-    /// directory, being written, wrong bucket layout).
-    #[error("{0}")]
-    Precondition(String),
-    #[error("metadata store: {0}")]
-    Meta(String),
-}
-
-pub(crate) fn meta(e: impl std::fmt::Display) -> OmError {
-    OmError::Meta(e.to_string())
-}
-
-pub(crate) fn bucket_key(volume: &str, bucket: &str) -> String {
-    format!("{volume}/{bucket}")
-}
-
-fn key_key(volume: &str, bucket: &str, name: &str) -> String {
-    format!("{volume}/{bucket}/{name}")
-}
-
-pub(crate) fn decode<M: Message + Default>(b: &[u8]) -> Result<M, OmError> {
-    M::decode(b).map_err(meta)
-}
-
-/// Replica ids of a key block (the OM stores ids; addresses are resolved
-/// at lookup).
-pub fn replica_ids(b: &KeyBlock) -> Vec<String> {
-    b.replicas.iter().map(|r| r.id.clone()).collect()
-}
-
-pub(crate) fn id_only(id: &str) -> DatanodeDetails {
-    DatanodeDetails {
-        id: id.to_string(),
-        ..Default::default()
-    }
-}
-
-/// The OM database.
-pub struct OmStore {
-    pub(crate) db: redb::Database,
-    group: GroupCommit,
-}
+use super::tables::*;
+use super::{OmError, OmStore, bucket_key, decode, id_only, key_key};
 
 impl OmStore {
-    /// Opens or creates the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, OmError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(meta)?;
-        }
-        let db = redb::Database::create(path).map_err(meta)?;
-        let txn = db.begin_write().map_err(meta)?;
-        txn.open_table(VOLUMES).map_err(meta)?;
-        txn.open_table(BUCKETS).map_err(meta)?;
-        txn.open_table(KEYS).map_err(meta)?;
-        txn.open_table(OPEN_KEYS).map_err(meta)?;
-        txn.open_table(DATANODES).map_err(meta)?;
-        txn.open_table(CONTAINERS).map_err(meta)?;
-        txn.open_table(COUNTERS).map_err(meta)?;
-        txn.open_table(PENDING_DELETES).map_err(meta)?;
-        txn.open_table(BAD_REPLICAS).map_err(meta)?;
-        txn.open_table(crate::fs::FS_DIRS).map_err(meta)?;
-        txn.open_table(crate::fs::FS_PARENTS).map_err(meta)?;
-        txn.open_table(crate::fs::FS_FILES).map_err(meta)?;
-        txn.open_table(crate::fs::FS_OPEN).map_err(meta)?;
-        txn.open_table(crate::fs::FS_DELETED).map_err(meta)?;
-        txn.commit().map_err(meta)?;
-        Ok(Self {
-            db,
-            group: GroupCommit::default(),
-        })
-    }
-
-    /// A write transaction that commits without an fsync (see
-    /// [`crate::group_commit`]); [`Self::sync`] makes it durable.
-    pub(crate) fn write(&self) -> Result<redb::WriteTransaction, OmError> {
-        let mut txn = self.db.begin_write().map_err(meta)?;
-        txn.set_durability(redb::Durability::None).map_err(meta)?;
-        Ok(txn)
-    }
-
-    /// Commits `txn` (not yet durable).
-    pub(crate) fn commit(&self, txn: redb::WriteTransaction) -> Result<(), OmError> {
-        txn.commit().map_err(meta)?;
-        self.group.committed();
-        Ok(())
-    }
-
-    /// Makes every commit so far durable; concurrent callers share one
-    /// fsync. Every reply of the OM waits for this.
-    pub fn sync(&self) -> Result<(), OmError> {
-        self.group.wait(&self.db)
-    }
-
-    /// Durable commits made since start (each one fsync).
-    pub fn syncs(&self) -> u64 {
-        self.group.syncs.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Creates a volume.
     pub fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
         let txn = self.write()?;
@@ -141,12 +19,11 @@ impl OmStore {
             created_ms: now,
         };
         {
-            let mut t = txn.open_table(VOLUMES).map_err(meta)?;
-            if t.get(name).map_err(meta)?.is_some() {
+            let mut t = txn.open_table(VOLUMES)?;
+            if t.get(name)?.is_some() {
                 return Err(OmError::AlreadyExists(format!("volume /{name}")));
             }
-            t.insert(name, info.encode_to_vec().as_slice())
-                .map_err(meta)?;
+            t.insert(name, info.encode_to_vec().as_slice())?;
         }
         self.commit(txn)?;
         Ok(info)
@@ -154,11 +31,11 @@ impl OmStore {
 
     /// Every volume, by name.
     pub fn list_volumes(&self) -> Result<Vec<VolumeInfo>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(VOLUMES).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(VOLUMES)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(meta)? {
-            out.push(decode(row.map_err(meta)?.1.value())?);
+        for row in t.iter()? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
@@ -185,22 +62,15 @@ impl OmStore {
             object_id: if fs { Self::next(&txn, "object")? } else { 0 },
         };
         {
-            if txn
-                .open_table(VOLUMES)
-                .map_err(meta)?
-                .get(volume)
-                .map_err(meta)?
-                .is_none()
-            {
+            if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
                 return Err(OmError::NotFound(format!("volume /{volume}")));
             }
-            let mut t = txn.open_table(BUCKETS).map_err(meta)?;
+            let mut t = txn.open_table(BUCKETS)?;
             let k = bucket_key(volume, name);
-            if t.get(k.as_str()).map_err(meta)?.is_some() {
+            if t.get(k.as_str())?.is_some() {
                 return Err(OmError::AlreadyExists(format!("bucket /{k}")));
             }
-            t.insert(k.as_str(), info.encode_to_vec().as_slice())
-                .map_err(meta)?;
+            t.insert(k.as_str(), info.encode_to_vec().as_slice())?;
         }
         self.commit(txn)?;
         Ok(info)
@@ -208,22 +78,16 @@ impl OmStore {
 
     /// Buckets of a volume.
     pub fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        if txn
-            .open_table(VOLUMES)
-            .map_err(meta)?
-            .get(volume)
-            .map_err(meta)?
-            .is_none()
-        {
+        let txn = self.db.begin_read()?;
+        if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
             return Err(OmError::NotFound(format!("volume /{volume}")));
         }
-        let t = txn.open_table(BUCKETS).map_err(meta)?;
+        let t = txn.open_table(BUCKETS)?;
         let lo = format!("{volume}/");
         let hi = format!("{volume}0"); // '0' follows '/'
         let mut out = Vec::new();
-        for row in t.range(lo.as_str()..hi.as_str()).map_err(meta)? {
-            out.push(decode(row.map_err(meta)?.1.value())?);
+        for row in t.range(lo.as_str()..hi.as_str())? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
@@ -233,37 +97,20 @@ impl OmStore {
         volume: &str,
         bucket: &str,
     ) -> Result<(), OmError> {
-        if txn
-            .open_table(VOLUMES)
-            .map_err(meta)?
-            .get(volume)
-            .map_err(meta)?
-            .is_none()
-        {
+        if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
             return Err(OmError::NotFound(format!("volume /{volume}")));
         }
         let k = bucket_key(volume, bucket);
-        if txn
-            .open_table(BUCKETS)
-            .map_err(meta)?
-            .get(k.as_str())
-            .map_err(meta)?
-            .is_none()
-        {
+        if txn.open_table(BUCKETS)?.get(k.as_str())?.is_none() {
             return Err(OmError::NotFound(format!("bucket /{k}")));
         }
         Ok(())
     }
 
     pub(crate) fn next(txn: &redb::WriteTransaction, counter: &str) -> Result<u64, OmError> {
-        let mut t = txn.open_table(COUNTERS).map_err(meta)?;
-        let n = t
-            .get(counter)
-            .map_err(meta)?
-            .map(|v| v.value())
-            .unwrap_or(0)
-            + 1;
-        t.insert(counter, n).map_err(meta)?;
+        let mut t = txn.open_table(COUNTERS)?;
+        let n = t.get(counter)?.map(|v| v.value()).unwrap_or(0) + 1;
+        t.insert(counter, n)?;
         Ok(n)
     }
 
@@ -295,19 +142,17 @@ impl OmStore {
         }
         let txn = self.write()?;
         let id = Self::next(&txn, "session")?;
-        txn.open_table(OPEN_KEYS)
-            .map_err(meta)?
-            .insert(id, template.encode_to_vec().as_slice())
-            .map_err(meta)?;
+        txn.open_table(OPEN_KEYS)?
+            .insert(id, template.encode_to_vec().as_slice())?;
         self.commit(txn)?;
         Ok(id)
     }
 
     /// The open session `id`.
     pub fn session(&self, id: u64) -> Result<KeyInfo, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
-        match t.get(id).map_err(meta)? {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(OPEN_KEYS)?;
+        match t.get(id)? {
             Some(v) => decode(v.value()),
             None => Err(OmError::NotFound(format!("open key session {id}"))),
         }
@@ -318,8 +163,8 @@ impl OmStore {
     pub fn allocate_block(&self, id: u64, replicas: &[String]) -> Result<KeyBlock, OmError> {
         let txn = self.write()?;
         let block = {
-            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
-            let mut session: KeyInfo = match open.get(id).map_err(meta)? {
+            let mut open = txn.open_table(OPEN_KEYS)?;
+            let mut session: KeyInfo = match open.get(id)? {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("open key session {id}"))),
             };
@@ -328,19 +173,14 @@ impl OmStore {
             let pipeline = sorted.join(",");
             let container = {
                 let existing = txn
-                    .open_table(CONTAINERS)
-                    .map_err(meta)?
-                    .get(pipeline.as_str())
-                    .map_err(meta)?
+                    .open_table(CONTAINERS)?
+                    .get(pipeline.as_str())?
                     .map(|v| v.value());
                 match existing {
                     Some(c) => c,
                     None => {
                         let c = Self::next(&txn, "container")?;
-                        txn.open_table(CONTAINERS)
-                            .map_err(meta)?
-                            .insert(pipeline.as_str(), c)
-                            .map_err(meta)?;
+                        txn.open_table(CONTAINERS)?.insert(pipeline.as_str(), c)?;
                         c
                     }
                 }
@@ -360,8 +200,7 @@ impl OmStore {
             session.blocks.push(block.clone());
             // The session's last activity, for the open-key cleanup.
             session.modified_ms = ozone_common::now_ms();
-            open.insert(id, session.encode_to_vec().as_slice())
-                .map_err(meta)?;
+            open.insert(id, session.encode_to_vec().as_slice())?;
             block
         };
         self.commit(txn)?;
@@ -372,12 +211,11 @@ impl OmStore {
         txn: &redb::WriteTransaction,
         blocks: &[KeyBlock],
     ) -> Result<(), OmError> {
-        let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        let mut t = txn.open_table(PENDING_DELETES)?;
         for b in blocks {
             let Some(id) = &b.block else { continue };
             for r in &b.replicas {
-                t.insert((r.id.as_str(), id.container_id, id.local_id), 0u8)
-                    .map_err(meta)?;
+                t.insert((r.id.as_str(), id.container_id, id.local_id), 0u8)?;
             }
         }
         Ok(())
@@ -396,8 +234,8 @@ impl OmStore {
     ) -> Result<KeyInfo, OmError> {
         let txn = self.write()?;
         let key = {
-            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
-            let session: KeyInfo = match open.remove(id).map_err(meta)? {
+            let mut open = txn.open_table(OPEN_KEYS)?;
+            let session: KeyInfo = match open.remove(id)? {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("open key session {id}"))),
             };
@@ -435,8 +273,8 @@ impl OmStore {
                 }
             }
             let kk = key_key(&session.volume, &session.bucket, &session.name);
-            let mut keys = txn.open_table(KEYS).map_err(meta)?;
-            let created = match keys.get(kk.as_str()).map_err(meta)? {
+            let mut keys = txn.open_table(KEYS)?;
+            let created = match keys.get(kk.as_str())? {
                 Some(old) => {
                     let old: KeyInfo = decode(old.value())?;
                     Self::queue_deletes(&txn, &old.blocks)?;
@@ -451,8 +289,7 @@ impl OmStore {
                 blocks: committed,
                 ..session
             };
-            keys.insert(kk.as_str(), key.encode_to_vec().as_slice())
-                .map_err(meta)?;
+            keys.insert(kk.as_str(), key.encode_to_vec().as_slice())?;
             key
         };
         self.commit(txn)?;
@@ -513,8 +350,8 @@ impl OmStore {
     pub fn hsync_key(&self, id: u64, blocks: &[KeyBlock], size: u64) -> Result<(), OmError> {
         let txn = self.write()?;
         {
-            let mut open = txn.open_table(OPEN_KEYS).map_err(meta)?;
-            let mut session: KeyInfo = match open.get(id).map_err(meta)? {
+            let mut open = txn.open_table(OPEN_KEYS)?;
+            let mut session: KeyInfo = match open.get(id)? {
                 Some(v) => decode(v.value())?,
                 None => {
                     return Err(OmError::NotFound(format!(
@@ -537,8 +374,7 @@ impl OmStore {
             session.synced_blocks = Self::checked_blocks(&session, blocks, size)?;
             session.size = size;
             session.modified_ms = ozone_common::now_ms();
-            open.insert(id, session.encode_to_vec().as_slice())
-                .map_err(meta)?;
+            open.insert(id, session.encode_to_vec().as_slice())?;
         }
         self.commit(txn)?;
         Ok(())
@@ -550,14 +386,9 @@ impl OmStore {
             return self.fs_lookup(root, volume, bucket, name);
         }
         // `fs_root` found the volume and bucket.
-        let txn = self.db.begin_read().map_err(meta)?;
+        let txn = self.db.begin_read()?;
         let kk = key_key(volume, bucket, name);
-        match txn
-            .open_table(KEYS)
-            .map_err(meta)?
-            .get(kk.as_str())
-            .map_err(meta)?
-        {
+        match txn.open_table(KEYS)?.get(kk.as_str())? {
             Some(v) => decode(v.value()),
             None => Err(OmError::NotFound(format!("key /{kk}"))),
         }
@@ -578,14 +409,14 @@ impl OmStore {
                  (ListStatus, ozone fs -ls)"
             )));
         }
-        let txn = self.db.begin_read().map_err(meta)?;
+        let txn = self.db.begin_read()?;
         // `fs_root` found the volume and bucket.
-        let t = txn.open_table(KEYS).map_err(meta)?;
+        let t = txn.open_table(KEYS)?;
         let base = format!("{volume}/{bucket}/");
         let lo = format!("{base}{prefix}");
         let mut out = Vec::new();
-        for row in t.range(lo.as_str()..).map_err(meta)? {
-            let (k, v) = row.map_err(meta)?;
+        for row in t.range(lo.as_str()..)? {
+            let (k, v) = row?;
             let Some(name) = k.value().strip_prefix(&base) else {
                 break;
             };
@@ -612,8 +443,8 @@ impl OmStore {
         let txn = self.write()?;
         let kk = key_key(volume, bucket, name);
         let key: KeyInfo = {
-            let mut t = txn.open_table(KEYS).map_err(meta)?;
-            match t.remove(kk.as_str()).map_err(meta)? {
+            let mut t = txn.open_table(KEYS)?;
+            match t.remove(kk.as_str())? {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("key /{kk}"))),
             }
@@ -626,35 +457,30 @@ impl OmStore {
     /// Stores (or replaces) a datanode's details.
     pub fn put_datanode(&self, dn: &DatanodeDetails) -> Result<(), OmError> {
         let txn = self.write()?;
-        txn.open_table(DATANODES)
-            .map_err(meta)?
-            .insert(dn.id.as_str(), dn.encode_to_vec().as_slice())
-            .map_err(meta)?;
+        txn.open_table(DATANODES)?
+            .insert(dn.id.as_str(), dn.encode_to_vec().as_slice())?;
         self.commit(txn)?;
         Ok(())
     }
 
     /// Every datanode ever registered.
     pub fn datanodes(&self) -> Result<Vec<DatanodeDetails>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(DATANODES).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(DATANODES)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(meta)? {
-            out.push(decode(row.map_err(meta)?.1.value())?);
+        for row in t.iter()? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
 
     /// Up to `limit` blocks awaiting deletion on datanode `dn`.
     pub fn pending_deletes(&self, dn: &str, limit: usize) -> Result<Vec<BlockId>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(PENDING_DELETES)?;
         let mut out = Vec::new();
-        for row in t
-            .range((dn, 0u64, 0u64)..=(dn, u64::MAX, u64::MAX))
-            .map_err(meta)?
-        {
-            let (k, _) = row.map_err(meta)?;
+        for row in t.range((dn, 0u64, 0u64)..=(dn, u64::MAX, u64::MAX))? {
+            let (k, _) = row?;
             let (_, c, l) = k.value();
             out.push(BlockId {
                 container_id: c,
@@ -670,11 +496,11 @@ impl OmStore {
 
     /// Datanode ids with blocks awaiting deletion.
     pub fn datanodes_with_pending_deletes(&self) -> Result<Vec<String>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(PENDING_DELETES)?;
         let mut out: Vec<String> = Vec::new();
-        for row in t.iter().map_err(meta)? {
-            let (k, _) = row.map_err(meta)?;
+        for row in t.iter()? {
+            let (k, _) = row?;
             let dn = k.value().0;
             if out.last().map(String::as_str) != Some(dn) {
                 out.push(dn.to_string());
@@ -687,9 +513,9 @@ impl OmStore {
     pub fn confirm_deletes(&self, dn: &str, ids: &[BlockId]) -> Result<(), OmError> {
         let txn = self.write()?;
         {
-            let mut t = txn.open_table(PENDING_DELETES).map_err(meta)?;
+            let mut t = txn.open_table(PENDING_DELETES)?;
             for id in ids {
-                t.remove((dn, id.container_id, id.local_id)).map_err(meta)?;
+                t.remove((dn, id.container_id, id.local_id))?;
             }
         }
         self.commit(txn)?;
@@ -704,33 +530,31 @@ impl OmStore {
         reason: &str,
     ) -> Result<(), OmError> {
         let txn = self.write()?;
-        txn.open_table(BAD_REPLICAS)
-            .map_err(meta)?
-            .insert((block.container_id, block.local_id, dn), reason)
-            .map_err(meta)?;
+        txn.open_table(BAD_REPLICAS)?
+            .insert((block.container_id, block.local_id, dn), reason)?;
         self.commit(txn)?;
         Ok(())
     }
 
     /// Datanode ids with a bad replica of `block`.
     pub fn bad_replicas(&self, block: &BlockId) -> Result<Vec<String>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(BAD_REPLICAS).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(BAD_REPLICAS)?;
         let (c, l) = (block.container_id, block.local_id);
         let mut out = Vec::new();
-        for row in t.range((c, l, "")..=(c, l, "\u{10ffff}")).map_err(meta)? {
-            out.push(row.map_err(meta)?.0.value().2.to_string());
+        for row in t.range((c, l, "")..=(c, l, "\u{10ffff}"))? {
+            out.push(row?.0.value().2.to_string());
         }
         Ok(out)
     }
 
     /// Open sessions, oldest first: (session id, key).
     pub fn sessions(&self) -> Result<Vec<(u64, KeyInfo)>, OmError> {
-        let txn = self.db.begin_read().map_err(meta)?;
-        let t = txn.open_table(OPEN_KEYS).map_err(meta)?;
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(OPEN_KEYS)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(meta)? {
-            let (k, v) = row.map_err(meta)?;
+        for row in t.iter()? {
+            let (k, v) = row?;
             out.push((k.value(), decode(v.value())?));
         }
         Ok(out)
@@ -740,8 +564,8 @@ impl OmStore {
     pub fn abort_session(&self, id: u64) -> Result<(), OmError> {
         let txn = self.write()?;
         let removed: Option<KeyInfo> = {
-            let mut t = txn.open_table(OPEN_KEYS).map_err(meta)?;
-            let r = t.remove(id).map_err(meta)?;
+            let mut t = txn.open_table(OPEN_KEYS)?;
+            let r = t.remove(id)?;
             match r {
                 Some(v) => Some(decode(v.value())?),
                 None => None,

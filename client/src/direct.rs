@@ -1,0 +1,346 @@
+//! The direct client: talks to the OM and the datanodes itself (gRPC, and
+//! short-circuit reads through the node's datanode sockets).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use ozone_common::block_key::BlockKey;
+use ozone_common::names::KeyPath;
+use ozone_proto::*;
+
+use crate::api::KeyAccess;
+use crate::om::om_call;
+use crate::stats::{ReadStats, ReadStatsSnapshot};
+use crate::{ClientConfig, ClientError, FileChecksum, KeyReader, KeyWriter, Result};
+use crate::{file_checksum, om, pool, shortcircuit};
+
+pub(crate) struct ClientInner {
+    pub(crate) config: ClientConfig,
+    pub(crate) om: om::Om,
+    pub(crate) pool: pool::Pool,
+    pub(crate) stats: ReadStats,
+    /// Replicas found bad by this client: (container, local id) -> datanodes.
+    pub(crate) bad: Mutex<HashMap<BlockKey, Vec<String>>>,
+    /// Whether `bad` holds anything (checked without its lock per read).
+    pub(crate) any_bad: std::sync::atomic::AtomicBool,
+    /// Short-circuit state, when enabled.
+    pub(crate) sc: Option<shortcircuit::ShortCircuit>,
+}
+
+impl ClientInner {
+    pub(crate) fn max_read(&self) -> usize {
+        self.config
+            .max_message_size
+            .saturating_sub(1 << 20)
+            .clamp(64 << 10, 16 << 20)
+    }
+
+    pub(crate) async fn lookup(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
+        let req = LookupKeyRequest {
+            volume: path.volume.into(),
+            bucket: path.bucket.into(),
+            name: path.key.into(),
+        };
+        let r = om_call!(self.om, lookup_key, req)?;
+        r.key
+            .ok_or_else(|| ClientError::NotFound(format!("key {path}")))
+    }
+
+    pub(crate) async fn report_bad(&self, block: &BlockId, dn: &str, reason: &str) {
+        let req = ReportBadReplicaRequest {
+            block: Some(*block),
+            datanode_id: dn.to_string(),
+            reason: reason.to_string(),
+        };
+        let r = om_call!(self.om, report_bad_replica, req);
+        if let Err(e) = r {
+            tracing::warn!("could not report bad replica to the OM: {e}");
+        }
+    }
+}
+
+/// A connection to an Ozone cluster. Cheap to clone; clones share the
+/// connection pool. [`with_verify_checksum`](Client::with_verify_checksum)
+/// makes an instance with its own verification default.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+    verify: bool,
+}
+
+impl Client {
+    /// A client for the cluster whose OM is at `config.om_address`
+    /// (connections are made on first use).
+    pub fn connect(config: ClientConfig) -> Result<Self> {
+        let om = om::Om::new(
+            &config.om_address,
+            config.om_retry_timeout,
+            config.max_message_size,
+        )?;
+        let verify = config.verify_checksum;
+        let sc = config.short_circuit.clone().map(|c| {
+            let name = format!(
+                "pid{}@{}",
+                std::process::id(),
+                config.node_name.as_deref().unwrap_or("?")
+            );
+            shortcircuit::ShortCircuit::new(c, name)
+        });
+        Ok(Self {
+            inner: Arc::new(ClientInner {
+                sc,
+                pool: pool::Pool::new(config.max_message_size),
+                config,
+                om,
+                stats: ReadStats::default(),
+                bad: Mutex::new(HashMap::new()),
+                any_bad: std::sync::atomic::AtomicBool::new(false),
+            }),
+            verify,
+        })
+    }
+
+    /// The same client with another verify-checksum default for the
+    /// streams it opens (Hadoop's `FileSystem#setVerifyChecksum`).
+    pub fn with_verify_checksum(&self, verify: bool) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            verify,
+        }
+    }
+
+    /// This instance's verify-checksum default.
+    pub fn verify_checksum(&self) -> bool {
+        self.verify
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Read counters so far.
+    pub fn stats(&self) -> ReadStatsSnapshot {
+        let s = &self.inner.stats;
+        let mut snap = ReadStatsSnapshot {
+            local_bytes: s.local_bytes.load(Ordering::Relaxed),
+            remote_bytes: s.remote_bytes.load(Ordering::Relaxed),
+            checksum_failures: s.checksum_failures.load(Ordering::Relaxed),
+            failovers: s.failovers.load(Ordering::Relaxed),
+            checksummed_bytes: s.checksummed_bytes.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        if let Some(sc) = &self.inner.sc {
+            let c = &sc.stats;
+            snap.short_circuit_bytes = c.bytes.load(Ordering::Relaxed);
+            snap.short_circuit_opens = c.opens.load(Ordering::Relaxed);
+            snap.fd_cache_hits = c.cache_hits.load(Ordering::Relaxed);
+            snap.fd_cache_misses = c.cache_misses.load(Ordering::Relaxed);
+            snap.invalidations = c.invalidations.load(Ordering::Relaxed);
+            snap.short_circuit_fallbacks = c.fallbacks.lock().expect("lock").values().sum();
+            snap.checksummed_bytes += c.checksummed_bytes.load(Ordering::Relaxed);
+        }
+        snap
+    }
+
+    /// Short-circuit fallbacks by reason.
+    pub fn short_circuit_fallbacks(&self) -> Vec<(&'static str, u64)> {
+        match &self.inner.sc {
+            Some(sc) => {
+                let mut v: Vec<_> = sc
+                    .stats
+                    .fallbacks
+                    .lock()
+                    .expect("lock")
+                    .iter()
+                    .map(|(k, v)| (*k, *v))
+                    .collect();
+                v.sort();
+                v
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Block descriptors in the short-circuit cache.
+    pub fn cached_block_fds(&self) -> usize {
+        self.inner.sc.as_ref().map_or(0, |s| s.cached_blocks())
+    }
+
+    /// Datanodes with an open connection.
+    pub fn pooled_connections(&self) -> usize {
+        self.inner.pool.len()
+    }
+
+    /// Creates a volume.
+    pub async fn create_volume(&self, name: &str) -> Result<VolumeInfo> {
+        ozone_common::names::check_resource_name("volume", name)?;
+        let req = CreateVolumeRequest { name: name.into() };
+        let r = om_call!(self.inner.om, create_volume, req)?;
+        Ok(r.volume.unwrap_or_default())
+    }
+
+    /// Lists volumes.
+    pub async fn list_volumes(&self) -> Result<Vec<VolumeInfo>> {
+        let r = self
+            .inner
+            .om
+            .call(|mut om| async move { om.list_volumes(ListVolumesRequest {}).await })
+            .await?;
+        Ok(r.volumes)
+    }
+
+    /// Creates a bucket in a volume.
+    pub async fn create_bucket(&self, volume: &str, name: &str) -> Result<BucketInfo> {
+        self.create_bucket_with_layout(volume, name, BucketLayout::ObjectStore)
+            .await
+    }
+
+    /// Creates a bucket with the given layout (`FILE_SYSTEM_OPTIMIZED` for
+    /// directories, rename and the file-system calls).
+    pub async fn create_bucket_with_layout(
+        &self,
+        volume: &str,
+        name: &str,
+        layout: BucketLayout,
+    ) -> Result<BucketInfo> {
+        ozone_common::names::check_resource_name("volume", volume)?;
+        ozone_common::names::check_resource_name("bucket", name)?;
+        let req = CreateBucketRequest {
+            volume: volume.into(),
+            name: name.into(),
+            layout: layout as i32,
+        };
+        let r = om_call!(self.inner.om, create_bucket, req)?;
+        Ok(r.bucket.unwrap_or_default())
+    }
+
+    /// Lists the buckets of a volume.
+    pub async fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
+        let req = ListBucketsRequest {
+            volume: volume.into(),
+        };
+        let r = om_call!(self.inner.om, list_buckets, req)?;
+        Ok(r.buckets)
+    }
+
+    /// Datanodes known to the OM.
+    pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
+        let r = self
+            .inner
+            .om
+            .call(|mut om| async move { om.list_datanodes(ListDatanodesRequest {}).await })
+            .await?;
+        Ok(r.datanodes)
+    }
+
+    /// Sets the operational state of the datanode known as `datanode` (id,
+    /// address, host or pod name): DECOMMISSIONING, IN_MAINTENANCE or
+    /// IN_SERVICE. Returns its details after the change.
+    pub async fn set_operational_state(
+        &self,
+        datanode: &str,
+        state: OperationalState,
+    ) -> Result<DatanodeDetails> {
+        let datanode = datanode.to_string();
+        let r = self
+            .inner
+            .om
+            .call(|mut om| {
+                let datanode = datanode.clone();
+                async move {
+                    om.set_operational_state(SetOperationalStateRequest {
+                        datanode,
+                        state: state as i32,
+                    })
+                    .await
+                }
+            })
+            .await?;
+        r.datanode.ok_or_else(|| ClientError::Rpc {
+            code: tonic::Code::Internal,
+            message: "the OM sent no datanode".into(),
+        })
+    }
+
+    /// A datanode's state and the replicas that still depend on it.
+    pub async fn datanode_status(&self, datanode: &str) -> Result<DatanodeStatusResponse> {
+        let datanode = datanode.to_string();
+        self.inner
+            .om
+            .call(|mut om| {
+                let datanode = datanode.clone();
+                async move { om.datanode_status(DatanodeStatusRequest { datanode }).await }
+            })
+            .await
+    }
+
+    /// The replication manager's last pass: counts by state and the `top`
+    /// blocks at most risk.
+    pub async fn replication_status(&self, top: u32) -> Result<ReplicationStatusResponse> {
+        self.inner
+            .om
+            .call(|mut om| async move {
+                om.replication_status(ReplicationStatusRequest { top })
+                    .await
+            })
+            .await
+    }
+}
+
+impl KeyAccess for Client {
+    type Reader = KeyReader;
+    type Writer = KeyWriter;
+
+    async fn open_key_with(&self, path: KeyPath<'_>, verify: Option<bool>) -> Result<KeyReader> {
+        let key = self.inner.lookup(path).await?;
+        if let Some(sc) = &self.inner.sc {
+            sc.discover().await;
+        }
+        KeyReader::new(self.inner.clone(), key, verify.unwrap_or(self.verify))
+    }
+
+    async fn create_key(&self, path: KeyPath<'_>) -> Result<KeyWriter> {
+        KeyWriter::open(self.inner.clone(), path, false).await
+    }
+
+    async fn key_info(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
+        self.inner.lookup(path).await
+    }
+
+    /// All pages.
+    async fn list_keys(&self, prefix: KeyPath<'_>) -> Result<Vec<KeyInfo>> {
+        let mut out: Vec<KeyInfo> = Vec::new();
+        loop {
+            let req = ListKeysRequest {
+                volume: prefix.volume.into(),
+                bucket: prefix.bucket.into(),
+                prefix: prefix.key.into(),
+                start_after: out.last().map(|k| k.name.clone()).unwrap_or_default(),
+                limit: 1000,
+            };
+            let r = om_call!(self.inner.om, list_keys, req)?;
+            let n = r.keys.len();
+            out.extend(r.keys);
+            if n < 1000 {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn delete_key(&self, path: KeyPath<'_>) -> Result<()> {
+        let req = DeleteKeyRequest {
+            volume: path.volume.into(),
+            bucket: path.bucket.into(),
+            name: path.key.into(),
+        };
+        om_call!(self.inner.om, delete_key, req)?;
+        Ok(())
+    }
+
+    async fn key_checksum(&self, path: KeyPath<'_>) -> Result<FileChecksum> {
+        let key = self.inner.lookup(path).await?;
+        file_checksum::compute(&self.inner, &key).await
+    }
+}
