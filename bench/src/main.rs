@@ -470,18 +470,18 @@ async fn bench(a: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
-    ozone_common::exit::code(run_main())
+    ozone_process::exit::code(run_main())
 }
 
 fn run_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Some(Cmd::Om(args)) => {
-            ozone_common::logging::init();
+            ozone_process::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_om::cmd::run(args))
         }
         Some(Cmd::Datanode(args)) => {
-            ozone_common::logging::init();
+            ozone_process::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_datanode::cmd::run(args))
         }
         Some(Cmd::Primitives { mib, threads }) => primitives(mib << 20, threads),
@@ -491,7 +491,7 @@ fn run_main() -> anyhow::Result<()> {
             .build()?
             .block_on(metadata::run(args)),
         Some(Cmd::Sidecar(args)) => {
-            ozone_common::logging::init();
+            ozone_process::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_sidecar::cmd::run(args))
         }
         None => {

@@ -761,7 +761,7 @@ async fn local_up(cli: &Cli, dir: PathBuf, datanodes: usize, sidecars: bool) -> 
     // One shutdown future for the whole run, polled from the start: its
     // handler is registered before anything is printed, so a SIGTERM sent
     // right after `ready` is never lost between two waits.
-    let stop = ozone_common::signal::shutdown();
+    let stop = ozone_process::signal::shutdown();
     tokio::pin!(stop);
     let mut cluster = tokio::select! {
         c = LocalCluster::start(spec) => c?,
@@ -849,9 +849,9 @@ fn role_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::Os
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    ozone_common::logging::init();
+    ozone_process::logging::init();
     let cli = Cli::parse_from(role_args(std::env::args_os()));
-    ozone_common::exit::code(run(cli).await)
+    ozone_process::exit::code(run(cli).await)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

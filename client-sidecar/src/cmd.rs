@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use ozone_common::config::{self as keys, Conf};
-use ozone_common::server;
+use ozone_process::server;
 use ozone_proto::sidecar_server::SidecarServer;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
@@ -111,7 +111,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let mut registry = prometheus_client::registry::Registry::default();
     state.metrics.register(&mut registry);
     let st = state.clone();
-    let policy_page: ozone_common::http::Page = Arc::new(move || {
+    let policy_page: ozone_process::http::Page = Arc::new(move || {
         let p = st.policy();
         format!(
             "verify_checksum = {}\nallow_verify_override = {}\nshort_circuit = {}\npassthrough = {}\nnode_name = {}\nloaded_at = {}\n",
@@ -123,9 +123,9 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
             p.loaded_at
         )
     });
-    let http = ozone_common::http::serve_with(
+    let http = ozone_process::http::serve_with(
         args.http_addr,
-        ozone_common::http::HttpState {
+        ozone_process::http::HttpState {
             ready: ready.clone(),
             registry: Arc::new(registry),
         },
@@ -191,7 +191,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     tracing::info!(socket = %args.socket.display(), %http, policy = ?state.policy(), "sidecar serving");
 
     tokio::select! {
-        _ = ozone_common::signal::shutdown() => {}
+        _ = ozone_process::signal::shutdown() => {}
         r = servers.join_next() => {
             if let Some(Ok(Err(e))) = r {
                 return Err(e).context("gRPC server stopped");

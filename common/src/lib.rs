@@ -1,18 +1,14 @@
-//! Pieces shared by every Ozone process: checksums, configuration, names,
-//! the HTTP health/metrics endpoint and logging setup.
+//! Pieces shared by every Ozone process and the client: checksums,
+//! configuration, names, block tokens, the short-circuit socket protocol.
+//! What only servers need is in `ozone-process`.
 
 pub mod block_key;
 pub mod checksum;
 pub mod config;
-pub mod exit;
 pub mod grpc;
-pub mod http;
 pub mod integrity;
-pub mod logging;
 pub mod names;
-pub mod server;
 pub mod shortcircuit;
-pub mod signal;
 pub mod token;
 
 /// Milliseconds since the Unix epoch.

@@ -86,7 +86,7 @@ pub async fn run(args: DatanodeArgs) -> anyhow::Result<()> {
             "grpc={} http={} id={}",
             handle.grpc_addr, handle.http_addr, handle.id
         );
-        ozone_common::server::write_ready_file(p, &line)?;
+        ozone_process::server::write_ready_file(p, &line)?;
     }
     handle.until_signal("datanode").await;
     Ok(())

@@ -11,6 +11,6 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    ozone_common::logging::init();
-    ozone_common::exit::code(ozone_datanode::cmd::run(Cli::parse().args).await)
+    ozone_process::logging::init();
+    ozone_process::exit::code(ozone_datanode::cmd::run(Cli::parse().args).await)
 }

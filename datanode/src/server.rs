@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ozone_common::http::HttpState;
-use ozone_common::server::{self, BindError, Running};
+use ozone_process::http::HttpState;
+use ozone_process::server::{self, BindError, Running};
 use ozone_proto::datanode_server::DatanodeServer;
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 use ozone_proto::{DatanodeDetails, HeartbeatRequest, RegisterDatanodeRequest};

@@ -47,7 +47,7 @@ pub async fn run(args: OmArgs) -> anyhow::Result<()> {
     let handle = crate::server::start(cfg).await?;
     if let Some(p) = &args.ready_file {
         let line = format!("grpc={} http={}", handle.grpc_addr, handle.http_addr);
-        ozone_common::server::write_ready_file(p, &line)?;
+        ozone_process::server::write_ready_file(p, &line)?;
     }
     handle.until_signal("OM").await;
     Ok(())

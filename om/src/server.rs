@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ozone_common::config::{self as keys, Conf, ConfigError};
-use ozone_common::http::HttpState;
-use ozone_common::server::{self, BindError, Running};
+use ozone_process::http::HttpState;
+use ozone_process::server::{self, BindError, Running};
 use ozone_proto::ozone_manager_server::OzoneManagerServer;
 use prometheus_client::registry::Registry as PromRegistry;
 use tokio::sync::watch;

@@ -67,7 +67,7 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
-    ozone_common::exit::code(run_main())
+    ozone_process::exit::code(run_main())
 }
 
 fn run_main() -> anyhow::Result<()> {
@@ -77,7 +77,7 @@ fn run_main() -> anyhow::Result<()> {
             http_addr,
             manage_crd,
         } => {
-            ozone_common::logging::init();
+            ozone_process::logging::init();
             // An empty WATCH_NAMESPACE (the chart's default) means all.
             let namespace = namespace.filter(|n| !n.trim().is_empty());
             tokio::runtime::Runtime::new()?.block_on(run(namespace, http_addr, manage_crd))?;
@@ -129,9 +129,9 @@ async fn run(
         tracing::info!("CRD applied");
     }
     let ready = Arc::new(AtomicBool::new(false));
-    let addr = ozone_common::http::serve(
+    let addr = ozone_process::http::serve(
         http_addr,
-        ozone_common::http::HttpState {
+        ozone_process::http::HttpState {
             ready: ready.clone(),
             registry: Arc::new(registry),
         },

@@ -60,11 +60,11 @@ pub async fn bind(
 }
 
 /// A gRPC server builder with the project's HTTP/2 flow-control windows
-/// (see [`crate::grpc`]).
+/// (see [`ozone_common::grpc`]).
 pub fn grpc() -> tonic::transport::Server {
     tonic::transport::Server::builder()
-        .initial_stream_window_size(crate::grpc::STREAM_WINDOW)
-        .initial_connection_window_size(crate::grpc::CONNECTION_WINDOW)
+        .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
+        .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
 }
 
 /// Serves `router` on connections from `incoming` until `stop` is true.
