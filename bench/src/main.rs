@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use ozone_cli::data;
-use ozone_cli::local::{LocalCluster, LocalSpec};
 use ozone_client::SidecarClient;
 use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::Conf;
+use ozone_testkit::data;
+use ozone_testkit::local::{LocalCluster, LocalSpec};
 use rand::Rng;
 
 #[derive(Parser)]

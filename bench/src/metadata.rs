@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ozone_cli::local::{LocalCluster, LocalSpec};
 use ozone_client::Client;
 use ozone_proto::BucketLayout;
+use ozone_testkit::local::{LocalCluster, LocalSpec};
 
 const V: &str = "bench";
 const B: &str = "fsbench";

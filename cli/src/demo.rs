@@ -6,8 +6,8 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use clap::Args;
 use futures::future::try_join_all;
-use ozone_cli::data;
-use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_testkit::data;
+use ozone_testkit::local::{LocalCluster, LocalSpec};
 
 /// Arguments of the demo.
 #[derive(Debug, Args, Clone)]

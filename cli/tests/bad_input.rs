@@ -1,18 +1,16 @@
 //! Bad input gets a clear error and the servers keep serving.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::io::Write;
 
 use bytes::{Buf, BufMut, Bytes};
-use common::*;
-use ozone_cli::data;
 use ozone_client::ClientError;
 use ozone_common::checksum::Checksummer;
 use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 use ozone_proto::*;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 

@@ -1,14 +1,12 @@
 //! The `ozone` command from the outside: `local up`, then `ozone sh` and
 //! `ozone admin` against it.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::exe;
-use ozone_cli::data;
+use ozone_testkit::data;
+use ozone_testkit::harness::exe;
 
 /// Runs `ozone` with the `[export ]KEY=VALUE` lines of `env` (a cluster.env).
 fn ozone(env: &str, args: &[&str]) -> std::process::Output {

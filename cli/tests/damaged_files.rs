@@ -4,16 +4,14 @@
 //! (block files are read with `pread`, never mapped, so a truncated file
 //! gives an error, not a SIGBUS).
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
 use ozone_client::{KeyRead, SidecarClient};
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 use rand::Rng;
 
 /// Reads random 64 KiB ranges of `r` until `stop`, each checked against

@@ -1,10 +1,8 @@
 //! End-to-end data plane tests against real OM and datanode processes.
 
-mod common;
-
-use common::*;
-use ozone_cli::data;
 use ozone_client::prelude::*;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 
 const BPC: usize = 16 * 1024;
 const CHUNK: usize = 64 * 1024;

@@ -1,15 +1,13 @@
 //! Faults during writes: a datanode killed with SIGKILL, the OM restarted.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::time::Duration;
 
-use common::*;
-use ozone_cli::data;
 use ozone_common::checksum::Checksummer;
 use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::{NodeState, ReadChunkRequest};
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 
 /// SIGKILL of a replica's datanode mid-write: the key commits with three
 /// complete, verified replicas on the surviving datanodes.

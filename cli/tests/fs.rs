@@ -3,16 +3,14 @@
 //! and delete semantics, readers across a directory rename, and an OM
 //! killed with SIGKILL in the middle of renames and a recursive delete.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
 use ozone_client::{Client, ClientError, FsAccess};
 use ozone_proto::BucketLayout;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 
 const V: &str = "vol";
 const B: &str = "fsb";
@@ -506,49 +504,21 @@ async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
     assert!(matches!(k.hsync().await, Err(ClientError::Precondition(_))));
 }
 
-/// The WAL writer of `the_lease_of_a_killed_writer_is_recovered_at_its_synced_length`,
-/// run as its own process: appends entries, hsyncs each, prints the synced
-/// length, then waits to be killed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wal_writer_process() {
-    let Ok(om) = std::env::var("OZONE_TEST_WAL_OM") else {
-        return; // only as a child of the test below
-    };
-    let mut cfg = ozone_client::ClientConfig::new(&om);
-    cfg.chunk_size = 64 << 10;
-    let c = Client::connect(cfg).unwrap();
-    let mut f = c
-        .create_file(KeyPath::new(V, B, "WALs/rs2/wal.7"), false)
-        .await
-        .unwrap();
-    let mut len = 0u64;
-    for i in 0..40u64 {
-        let entry = data::bytes(i, 30_000 + i as usize * 911);
-        f.write(&entry).await.unwrap();
-        len += entry.len() as u64;
-        f.hsync().await.unwrap();
-        println!("synced {len}");
-    }
-    // Unsynced bytes: lost with the writer.
-    f.write(&[7u8; 5000]).await.unwrap();
-    println!("waiting");
-    tokio::time::sleep(Duration::from_secs(600)).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     use std::io::BufRead;
     let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
     let c = client(&tc.cluster, None, &[]);
     fs_bucket(&c).await;
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let mut child = std::process::Command::new(child_exe())
         .args([
-            "--exact",
-            "wal_writer_process",
-            "--nocapture",
-            "--test-threads=1",
+            "wal-writer",
+            &tc.cluster.om_address(),
+            V,
+            B,
+            "WALs/rs2/wal.7",
+            "40",
         ])
-        .env("OZONE_TEST_WAL_OM", tc.cluster.om_address())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

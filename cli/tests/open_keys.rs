@@ -1,18 +1,16 @@
 //! Writers that die before commit: the OM's open-key cleanup drops their
 //! sessions and the datanodes get their space back.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
 
 /// Sum of the metric lines starting with `prefix` on the OM's /metrics
 /// (its HTTP address is in its ready file).
-fn om_metric(c: &ozone_cli::local::LocalCluster, prefix: &str) -> u64 {
+fn om_metric(c: &ozone_testkit::local::LocalCluster, prefix: &str) -> u64 {
     let ready = std::fs::read_to_string(c.dir().join("om/ready")).unwrap();
     let http = ready
         .split_whitespace()
@@ -22,7 +20,7 @@ fn om_metric(c: &ozone_cli::local::LocalCluster, prefix: &str) -> u64 {
 }
 
 /// Bytes of block files on every datanode's disks.
-fn block_bytes(c: &ozone_cli::local::LocalCluster, n: usize) -> u64 {
+fn block_bytes(c: &ozone_testkit::local::LocalCluster, n: usize) -> u64 {
     let mut total = 0;
     for i in 0..n {
         let mut stack = vec![c.datanode_dir(i).join("data")];

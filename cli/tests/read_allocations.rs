@@ -1,15 +1,13 @@
 //! A short-circuit positional read allocates nothing on the heap (after the
 //! block is open), verified or not. Counted by a global allocator.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::*;
-use ozone_cli::data;
-use ozone_cli::local::LocalCluster;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
+use ozone_testkit::local::LocalCluster;
 
 struct Counting;
 

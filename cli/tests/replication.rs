@@ -3,19 +3,17 @@
 //! and the OM killed and restarted while copies are under way. Every copy
 //! is checked on disk against the key's bytes.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
-use ozone_cli::local::LocalCluster;
 use ozone_client::Client;
 use ozone_proto::{KeyInfo, NodeState, OperationalState};
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
+use ozone_testkit::local::LocalCluster;
 use rand::Rng;
 
 const BLOCK: usize = 256 << 10;

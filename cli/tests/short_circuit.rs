@@ -1,16 +1,14 @@
 //! Short-circuit reads against real datanode processes and their sockets.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
-use ozone_cli::local::LocalCluster;
 use ozone_client::Client;
 use ozone_client::DnConn;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
+use ozone_testkit::local::LocalCluster;
 
 /// A client on `node` reading short-circuit from that node's sockets.
 fn sc_client(c: &LocalCluster, node: &str, conf: &[&str]) -> Client {

@@ -2,25 +2,23 @@
 //! verified re-reads, policy reload, a killed and restarted sidecar, and
 //! descriptor pass-through with invalidation.
 
-mod common;
-
 use ozone_client::prelude::*;
 use std::time::{Duration, Instant};
 
-use common::*;
-use ozone_cli::data;
-use ozone_cli::local::{CLIENT_NODE, LocalCluster, SidecarInfo};
 use ozone_client::SidecarClient;
 use ozone_client::{Client, ClientError};
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
+use ozone_testkit::local::{CLIENT_NODE, LocalCluster, SidecarInfo};
 
 /// GET `path` from a sidecar's HTTP port.
 fn http_get(s: &SidecarInfo, path: &str) -> String {
-    common::http_get(&s.http, path)
+    ozone_testkit::harness::http_get(&s.http, path)
 }
 
 /// The value of a sidecar's metric lines starting with `prefix`, summed.
 fn metric(s: &SidecarInfo, prefix: &str) -> f64 {
-    common::metric(&s.http, prefix) as f64
+    ozone_testkit::harness::metric(&s.http, prefix) as f64
 }
 
 /// Waits until `f` holds (the sidecar exports counters every second).

@@ -1,20 +1,52 @@
-//! Test harness: real local clusters of OM and datanode processes.
-#![allow(dead_code)]
+//! The tests' helpers over real local clusters of OM, datanode and sidecar
+//! processes.
 
-use ozone_client::prelude::*;
 use std::path::PathBuf;
 
-use ozone_cli::local::{LocalCluster, LocalSpec};
+use ozone_client::prelude::*;
 use ozone_client::{Client, ClientConfig};
 use ozone_common::config::Conf;
+
+use crate::local::{LocalCluster, LocalSpec};
 
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
     pub cluster: LocalCluster,
 }
 
+/// A binary of this workspace: `$OZONE_BIN_DIR/name` when set, else next to
+/// the running test (`target/<profile>/name`, the test itself being in
+/// `target/<profile>/deps/`). Panics with what to build when it is missing.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let dir = match std::env::var_os("OZONE_BIN_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let me = std::env::current_exe().expect("the test's own path");
+            let deps = me.parent().expect("the test's directory");
+            if deps.ends_with("deps") {
+                deps.parent().expect("the profile directory").to_path_buf()
+            } else {
+                deps.to_path_buf()
+            }
+        }
+    };
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: build it first (cargo build --workspace --bins, or cargo test --workspace)",
+        p.display()
+    );
+    p
+}
+
+/// The `ozone` binary the local clusters run.
 pub fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ozone"))
+    workspace_bin("ozone")
+}
+
+/// The binary of the processes tests start and kill (`ozone-test-child`).
+pub fn child_exe() -> PathBuf {
+    workspace_bin("ozone-test-child")
 }
 
 /// Starts `n` datanodes and an OM with `conf` (`key=value`).
