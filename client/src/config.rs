@@ -38,9 +38,11 @@ pub struct ClientConfig {
 }
 
 /// Short-circuit settings from `conf`: on when a socket directory is set,
-/// unless `ozone.client.read.short-circuit` is `off` (or `false`).
-pub fn short_circuit(conf: &Conf) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
-    let mode = conf.value(&keys::READ_SHORT_CIRCUIT)?;
+/// unless `mode` (`ozone.client.read.short-circuit`) is `off`.
+fn short_circuit(
+    conf: &Conf,
+    mode: ShortCircuitMode,
+) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
     let Some(dir) = conf.opt(&keys::DOMAIN_SOCKET_PATH)? else {
         if mode == ShortCircuitMode::On {
             tracing::warn!(
@@ -106,6 +108,7 @@ impl ClientConfig {
                 "chunk must be at least 1MB smaller than ozone.grpc.max.message.size",
             ));
         }
+        let short_circuit_mode = conf.value(&keys::READ_SHORT_CIRCUIT)?;
         Ok(Self {
             om_address: om_address.to_string(),
             verify_checksum: conf.value(&keys::VERIFY_CHECKSUM)?,
@@ -116,8 +119,8 @@ impl ClientConfig {
             om_retry_timeout: conf.value(&keys::OM_RETRY_TIMEOUT)?,
             max_message_size,
             max_block_attempts: 8,
-            short_circuit_mode: conf.value(&keys::READ_SHORT_CIRCUIT)?,
-            short_circuit: short_circuit(conf)?,
+            short_circuit_mode,
+            short_circuit: short_circuit(conf, short_circuit_mode)?,
         })
     }
 
@@ -132,7 +135,8 @@ mod tests {
     use super::*;
 
     fn sc(text: &str) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
-        short_circuit(&Conf::parse(text, "t").unwrap())
+        ClientConfig::from_conf("om:9862", &Conf::parse(text, "t").unwrap())
+            .map(|c| c.short_circuit)
     }
 
     #[test]

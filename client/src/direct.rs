@@ -183,11 +183,7 @@ impl Client {
 
     /// Lists volumes.
     pub async fn list_volumes(&self) -> Result<Vec<VolumeInfo>> {
-        let r = self
-            .inner
-            .om
-            .call(|mut om| async move { om.list_volumes(ListVolumesRequest {}).await })
-            .await?;
+        let r = om_call!(self.inner.om, list_volumes, ListVolumesRequest {})?;
         Ok(r.volumes)
     }
 
@@ -227,11 +223,7 @@ impl Client {
 
     /// Datanodes known to the OM.
     pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
-        let r = self
-            .inner
-            .om
-            .call(|mut om| async move { om.list_datanodes(ListDatanodesRequest {}).await })
-            .await?;
+        let r = om_call!(self.inner.om, list_datanodes, ListDatanodesRequest {})?;
         Ok(r.datanodes)
     }
 
@@ -243,21 +235,11 @@ impl Client {
         datanode: &str,
         state: OperationalState,
     ) -> Result<DatanodeDetails> {
-        let datanode = datanode.to_string();
-        let r = self
-            .inner
-            .om
-            .call(|mut om| {
-                let datanode = datanode.clone();
-                async move {
-                    om.set_operational_state(SetOperationalStateRequest {
-                        datanode,
-                        state: state as i32,
-                    })
-                    .await
-                }
-            })
-            .await?;
+        let req = SetOperationalStateRequest {
+            datanode: datanode.to_string(),
+            state: state as i32,
+        };
+        let r = om_call!(self.inner.om, set_operational_state, req)?;
         r.datanode.ok_or_else(|| ClientError::Rpc {
             code: tonic::Code::Internal,
             message: "the OM sent no datanode".into(),
@@ -266,26 +248,20 @@ impl Client {
 
     /// A datanode's state and the replicas that still depend on it.
     pub async fn datanode_status(&self, datanode: &str) -> Result<DatanodeStatusResponse> {
-        let datanode = datanode.to_string();
-        self.inner
-            .om
-            .call(|mut om| {
-                let datanode = datanode.clone();
-                async move { om.datanode_status(DatanodeStatusRequest { datanode }).await }
-            })
-            .await
+        let req = DatanodeStatusRequest {
+            datanode: datanode.to_string(),
+        };
+        om_call!(self.inner.om, datanode_status, req)
     }
 
     /// The replication manager's last pass: counts by state and the `top`
     /// blocks at most risk.
     pub async fn replication_status(&self, top: u32) -> Result<ReplicationStatusResponse> {
-        self.inner
-            .om
-            .call(|mut om| async move {
-                om.replication_status(ReplicationStatusRequest { top })
-                    .await
-            })
-            .await
+        om_call!(
+            self.inner.om,
+            replication_status,
+            ReplicationStatusRequest { top }
+        )
     }
 }
 

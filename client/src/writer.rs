@@ -29,9 +29,9 @@ struct OpenBlock {
 /// A key being written; visible only after [`close`](KeyWriter::close).
 pub struct KeyWriter {
     inner: Arc<ClientInner>,
-    /// `/volume/bucket/key`, and where the bucket and the key start in it.
-    path: String,
-    starts: (usize, usize),
+    volume: String,
+    bucket: String,
+    key: String,
     session_id: u64,
     block_size: u64,
     buf: BytesMut,
@@ -82,8 +82,9 @@ impl KeyWriter {
         };
         let r = om_call!(inner.om, open_key, req)?;
         Ok(Self {
-            path: path.to_string(),
-            starts: (volume.len() + 2, volume.len() + bucket.len() + 3),
+            volume: volume.into(),
+            bucket: bucket.into(),
+            key: name.into(),
             session_id: r.session_id,
             block_size: r.block_size.max(1),
             buf: BytesMut::with_capacity(inner.config.chunk_size as usize),
@@ -98,8 +99,7 @@ impl KeyWriter {
 
     /// The key's path.
     fn key_path(&self) -> KeyPath<'_> {
-        let (b, k) = self.starts;
-        KeyPath::new(&self.path[1..b - 1], &self.path[b..k - 1], &self.path[k..])
+        KeyPath::new(&self.volume, &self.bucket, &self.key)
     }
 
     /// Length of the next chunk: the chunk size, cut at the block's end.
@@ -203,7 +203,7 @@ impl KeyWriter {
                 return Err(ClientError::from(f.status.clone()));
             }
             for f in &failures {
-                tracing::warn!(key = %self.path, datanode = %f.id, "write to datanode failed, excluding it: {}", f.status.message());
+                tracing::warn!(key = %self.key_path(), datanode = %f.id, "write to datanode failed, excluding it: {}", f.status.message());
                 self.exclude.insert(f.id.clone());
             }
             if self.attempts >= self.inner.config.max_block_attempts {

@@ -99,6 +99,24 @@ pub fn fs_components(path: &str) -> Result<Vec<&str>, NameError> {
     Ok(parts)
 }
 
+/// Splits `/volume[/bucket[/key]]` into its checked parts ("" parts are
+/// absent).
+fn split(path: &str) -> Result<(&str, Option<&str>, Option<&str>), NameError> {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    let mut parts = rest.splitn(3, '/');
+    let volume = parts.next().unwrap_or_default();
+    check_resource_name("volume", volume)?;
+    let bucket = parts.next().filter(|b| !b.is_empty());
+    if let Some(b) = bucket {
+        check_resource_name("bucket", b)?;
+    }
+    let key = parts.next().filter(|k| !k.is_empty());
+    if let Some(k) = key {
+        check_key_name(k)?;
+    }
+    Ok((volume, bucket, key))
+}
+
 /// A parsed `/volume[/bucket[/key]]` path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OzonePath {
@@ -110,28 +128,11 @@ pub struct OzonePath {
 impl OzonePath {
     /// Parses `/vol`, `/vol/bucket` or `/vol/bucket/key/with/slashes`.
     pub fn parse(path: &str) -> Result<Self, NameError> {
-        let rest = path.strip_prefix('/').unwrap_or(path);
-        let mut parts = rest.splitn(3, '/');
-        let volume = parts.next().unwrap_or_default().to_string();
-        check_resource_name("volume", &volume)?;
-        let bucket = match parts.next() {
-            Some("") | None => None,
-            Some(b) => {
-                check_resource_name("bucket", b)?;
-                Some(b.to_string())
-            }
-        };
-        let key = match parts.next() {
-            Some("") | None => None,
-            Some(k) => {
-                check_key_name(k)?;
-                Some(k.to_string())
-            }
-        };
+        let (volume, bucket, key) = split(path)?;
         Ok(Self {
-            volume,
-            bucket,
-            key,
+            volume: volume.to_string(),
+            bucket: bucket.map(str::to_string),
+            key: key.map(str::to_string),
         })
     }
 
@@ -169,16 +170,10 @@ impl<'a> KeyPath<'a> {
 
     /// Parses `/volume/bucket/key/with/slashes`, checking each name.
     pub fn parse(path: &'a str) -> Result<Self, NameError> {
-        let rest = path.strip_prefix('/').unwrap_or(path);
-        let mut parts = rest.splitn(3, '/');
-        let (Some(volume), Some(bucket), Some(key)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(NameError::Path(path.to_string(), "/volume/bucket/key"));
-        };
-        check_resource_name("volume", volume)?;
-        check_resource_name("bucket", bucket)?;
-        check_key_name(key)?;
-        Ok(Self::new(volume, bucket, key))
+        match split(path)? {
+            (volume, Some(bucket), Some(key)) => Ok(Self::new(volume, bucket, key)),
+            _ => Err(NameError::Path(path.to_string(), "/volume/bucket/key")),
+        }
     }
 
     /// Another key of the same bucket.
