@@ -25,6 +25,15 @@ pub struct PathLabels {
     pub path: &'static str,
 }
 
+/// Labels of read streams opened.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpenLabels {
+    /// Whether the stream verifies checksums (the workload's policy and
+    /// its request together): also how the application's pass-through
+    /// reads of the stream verify.
+    pub verify: &'static str,
+}
+
 /// Labels of pass-through connections.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PassLabels {
@@ -69,8 +78,12 @@ pub struct Metrics {
     pub policy_denials: Counter,
     /// Requests refused while draining.
     pub drain_refusals: Counter,
+    /// Read streams opened, by verification.
+    pub opens: Family<OpenLabels, Counter>,
     /// Pass-through connections.
     pub passthrough: Family<PassLabels, Counter>,
+    /// Descriptors relayed to applications (block files and slot segments).
+    pub passthrough_fds: Counter,
     /// Open read streams.
     pub open_streams: Gauge,
     /// Open write streams.
@@ -95,7 +108,9 @@ impl Default for Metrics {
             checksum_failures: Counter::default(),
             policy_denials: Counter::default(),
             drain_refusals: Counter::default(),
+            opens: Family::default(),
             passthrough: Family::default(),
+            passthrough_fds: Counter::default(),
             open_streams: Gauge::default(),
             open_writers: Gauge::default(),
             reaped: Family::default(),
@@ -133,9 +148,19 @@ impl Metrics {
             self.drain_refusals.clone(),
         );
         r.register(
+            "stream_opens",
+            "Read streams opened, by whether they verify checksums",
+            self.opens.clone(),
+        );
+        r.register(
             "passthrough_connections",
             "Pass-through connections",
             self.passthrough.clone(),
+        );
+        r.register(
+            "passthrough_descriptors",
+            "Descriptors relayed to applications: block files and slot segments",
+            self.passthrough_fds.clone(),
         );
         r.register(
             "open_streams",

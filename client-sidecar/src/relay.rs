@@ -133,8 +133,8 @@ async fn relay(app: UnixStream, dn: PathBuf, state: Arc<State>) {
         .get_or_create(&PassLabels { result: "relayed" })
         .inc();
     let r = tokio::select! {
-        r = pump(&app, &dn_stream) => r,
-        r = pump(&dn_stream, &app) => r,
+        r = pump(&app, &dn_stream, None) => r,
+        r = pump(&dn_stream, &app, Some(&state)) => r,
     };
     if let Err(e) = r
         && !matches!(e, sc::FrameError::Closed)
@@ -144,12 +144,20 @@ async fn relay(app: UnixStream, dn: PathBuf, state: Arc<State>) {
 }
 
 /// Forwards frames (and their descriptors) from `from` to `to` until one
-/// side closes or sends something that is not a frame.
-async fn pump(from: &UnixStream, to: &UnixStream) -> Result<(), sc::FrameError> {
+/// side closes or sends something that is not a frame; descriptors sent on
+/// are counted in `count`'s metrics.
+async fn pump(
+    from: &UnixStream,
+    to: &UnixStream,
+    count: Option<&State>,
+) -> Result<(), sc::FrameError> {
     loop {
         let f = sc::recv(from).await?;
         let fds: Vec<i32> = f.fds.iter().map(|fd| fd.as_raw_fd()).collect();
         sc::send_raw(to, f.cmd, &f.body, &fds).await?;
+        if let Some(s) = count {
+            s.metrics.passthrough_fds.inc_by(fds.len() as u64);
+        }
         // `f.fds` closes here: the receiver holds its own copies.
     }
 }

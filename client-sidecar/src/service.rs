@@ -12,7 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::errors::status;
-use crate::metrics::ReadLabels;
+use crate::metrics::{OpenLabels, ReadLabels};
 use crate::state::{MAX_READ, STREAM_PIECE, State};
 
 fn key(k: Option<KeyRef>) -> Result<KeyRef, Status> {
@@ -122,6 +122,13 @@ impl Sidecar for SidecarService {
         let size = reader.size();
         let info = reader.info().clone();
         let handle = self.state.add_stream(reader, active, owner)?;
+        self.state
+            .metrics
+            .opens
+            .get_or_create(&OpenLabels {
+                verify: if verify { "true" } else { "false" },
+            })
+            .inc();
         Ok(Response::new(SidecarOpenResponse {
             handle,
             size,

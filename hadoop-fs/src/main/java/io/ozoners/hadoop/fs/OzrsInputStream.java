@@ -34,6 +34,13 @@ final class OzrsInputStream extends FSInputStream
     implements ByteBufferReadable, ByteBufferPositionedReadable, CanUnbuffer, StreamCapabilities {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OzrsInputStream.class);
   private static final int PIECE = 4 << 20;
+  /**
+   * Sequential reads smaller than this are served from a buffer filled by
+   * one read of this size (HBase's WAL reader reads a byte at a time; each
+   * would otherwise be a read of its own, through the sidecar for a remote
+   * block). Larger reads go straight into the caller's buffer.
+   */
+  static final int READ_AHEAD = 64 << 10;
 
   private final SidecarConnection conn;
   private final KeyRef key;
@@ -49,6 +56,11 @@ final class OzrsInputStream extends FSInputStream
   private final boolean[] skipLocal;
   private long pos;
   private final byte[] oneByte = new byte[1];
+  /** The read-ahead buffer (allocated on first use, released by unbuffer) and what it holds. */
+  private byte[] ahead;
+  private ByteBuffer aheadBuf;
+  private long aheadStart;
+  private int aheadLen;
   private volatile boolean closed;
 
   OzrsInputStream(SidecarConnection conn, KeyRef key, Boolean verifyOverride,
@@ -348,6 +360,10 @@ final class OzrsInputStream extends FSInputStream
 
   @Override
   public synchronized int read() throws IOException {
+    checkOpen();
+    if (pos >= aheadStart && pos < aheadStart + aheadLen) {
+      return ahead[(int) (pos++ - aheadStart)] & 0xff;
+    }
     int n = read(oneByte, 0, 1);
     return n <= 0 ? -1 : oneByte[0] & 0xff;
   }
@@ -367,12 +383,46 @@ final class OzrsInputStream extends FSInputStream
     return readAtPos(buf);
   }
 
-  /** A read at the stream's position, which advances by what was read. */
+  /**
+   * A read at the stream's position, which advances by what was read: from
+   * the read-ahead buffer when it holds the position, else straight into
+   * {@code buf} when that is at least {@link #READ_AHEAD} long, else through
+   * a refill of the buffer. The file's bytes never change while it is open,
+   * so the buffer stays good across seeks and positional reads.
+   */
   private int readAtPos(ByteBuffer buf) throws IOException {
-    int n = pread(pos, buf);
-    if (n > 0) {
-      pos += n;
+    int want = buf.remaining();
+    if (want == 0) {
+      return 0;
     }
+    if (pos >= size) {
+      return -1;
+    }
+    if (!(pos >= aheadStart && pos < aheadStart + aheadLen)) {
+      if (want >= READ_AHEAD) {
+        int n = pread(pos, buf);
+        if (n > 0) {
+          pos += n;
+        }
+        return n;
+      }
+      if (ahead == null) {
+        ahead = new byte[READ_AHEAD];
+        aheadBuf = ByteBuffer.wrap(ahead);
+      }
+      aheadBuf.clear().limit((int) Math.min(READ_AHEAD, size - pos));
+      aheadLen = 0;
+      int got = pread(pos, aheadBuf);
+      if (got <= 0) {
+        return -1;
+      }
+      aheadStart = pos;
+      aheadLen = got;
+    }
+    int off = (int) (pos - aheadStart);
+    int n = Math.min(want, aheadLen - off);
+    buf.put(ahead, off, n);
+    pos += n;
     return n;
   }
 
@@ -417,9 +467,14 @@ final class OzrsInputStream extends FSInputStream
 
   // ------------------------------------------------------------- lifecycle
 
-  /** Releases the block descriptors and their slots; reads reopen them. */
+  /** Releases the block descriptors, their slots and the read-ahead buffer; reads reopen them. */
   @Override
   public void unbuffer() {
+    synchronized (this) {
+      ahead = null;
+      aheadBuf = null;
+      aheadLen = 0;
+    }
     synchronized (locals) {
       for (int i = 0; i < locals.length(); i++) {
         LocalBlock lb = locals.getAndSet(i, null);

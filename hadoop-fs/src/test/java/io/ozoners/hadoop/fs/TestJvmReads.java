@@ -207,6 +207,42 @@ public class TestJvmReads {
     }
   }
 
+  /**
+   * Byte-at-a-time sequential reads (HBase's WAL reader) through the
+   * sidecar are served from the stream's read-ahead buffer: one read per
+   * 64 KiB, not one per byte; seeks and positional reads in between still
+   * return the file's bytes.
+   */
+  @Test
+  public void byteAtATimeReadsAreBuffered() throws Exception {
+    byte[] b = data(9, (1 << 20) + 123);
+    try (FileSystem w = fs("node1"); FileSystem r = fs(cluster.remoteNode())) {
+      write(w, "/vol/fsb/jvm/bytes.bin", b);
+      @SuppressWarnings("deprecation")
+      FileSystem.Statistics st = FileSystem.getStatistics(OzrsFileSystem.SCHEME, OzrsFileSystem.class);
+      try (FSDataInputStream in = r.open(new org.apache.hadoop.fs.Path("/vol/fsb/jvm/bytes.bin"))) {
+        long ops0 = st.getReadOps();
+        for (int i = 0; i < b.length; i++) {
+          assertEquals("byte " + i, b[i] & 0xff, in.read());
+        }
+        assertEquals(-1, in.read());
+        long ops = st.getReadOps() - ops0;
+        assertTrue("one read per 64 KiB, not per byte: " + ops,
+            ops <= b.length / OzrsInputStream.READ_AHEAD + 2);
+        in.seek(70_000);
+        byte[] small = new byte[100];
+        in.readFully(small);
+        assertArrayEquals(java.util.Arrays.copyOfRange(b, 70_000, 70_100), small);
+        byte[] at = new byte[10];
+        in.readFully(5, at);
+        assertArrayEquals(java.util.Arrays.copyOfRange(b, 5, 15), at);
+        assertEquals(b[70_100] & 0xff, in.read());
+        in.unbuffer();
+        assertEquals(b[70_101] & 0xff, in.read());
+      }
+    }
+  }
+
   /** The block file of `path`'s first block on node1 (the writer's node holds the first replica). */
   static File blockFileOnNode1(FileSystem fs, String path, byte[] content) throws IOException {
     byte[] probe = java.util.Arrays.copyOfRange(content, 0, 4096);

@@ -1,0 +1,103 @@
+"""Turns bench/jvm/run.sh's result lines into the table of docs/PERFORMANCE.md
+and the ratios against the targets; optionally writes every number as JSON.
+
+  python report.py RESULTS [--json FILE]
+"""
+
+import json
+import re
+import sys
+
+# Apache Ozone's own published figures (HDDS-16783), not measured here:
+# its mini cluster does not resolve from Maven Central.
+OZONE_PUBLISHED_GRPC = 22600.0
+
+path = sys.argv[1]
+out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+line_re = re.compile(r"^(median|result) (.*)$")
+medians, rounds = {}, []
+for line in open(path):
+    m = line_re.match(line.strip())
+    if not m:
+        continue
+    kv = dict(p.split("=", 1) for p in m.group(2).split())
+    kv["value"] = float(kv["value"])
+    if m.group(1) == "median":
+        medians[(kv["system"], kv["mode"], kv["workload"])] = kv["value"]
+    else:
+        rounds.append(kv)
+
+
+def get(system, mode, workload):
+    return medians.get((system, mode, workload))
+
+
+def fmt(v, digits=0):
+    return "" if v is None else f"{v:,.{digits}f}"
+
+
+rows = []
+for system, mode in dict.fromkeys((s, m) for s, m, _ in medians):
+    if mode in ("raw-pread", "hbase"):
+        continue
+    rnd = get(system, mode, "random-64k-16t")
+    raw = get(system, "raw-pread", "random-64k-16t")
+    seq = get(system, mode, "sequential-1m")
+    rows.append((system, mode, rnd, rnd / raw if rnd and raw else None, seq))
+
+print("| system | mode | 64 KiB random preads, 16 threads (ops/s) | of raw Java pread in the same JVM | sequential 1 GiB (MiB/s) |")
+print("|---|---|---:|---:|---:|")
+for system, mode, rnd, of_raw, seq in rows:
+    print(f"| {system} | {mode} | {fmt(rnd)} | {fmt(of_raw, 2)} | {fmt(seq)} |")
+for system in ("ozone-rs", "hdfs"):
+    raw = get(system, "raw-pread", "random-64k-16t")
+    if raw:
+        print(f"| {system} JVM | raw Java pread of a local file | {fmt(raw)} | 1.00 | |")
+print()
+gets = {s: get(s, "hbase", "hbase-random-gets-16t") for s in ("ozone-rs", "hdfs")}
+if any(gets.values()):
+    print("| system | HBase 2.6.4 random gets, 16 threads (gets/s) |")
+    print("|---|---:|")
+    for s, v in gets.items():
+        print(f"| {s} | {fmt(v)} |")
+    print()
+
+ours_off = get("ozone-rs", "short-circuit-verify-off", "random-64k-16t")
+ours_on = get("ozone-rs", "short-circuit-verify-on", "random-64k-16t")
+hdfs_local = max(
+    v
+    for v in (
+        get("hdfs", "local-reader-verify-off", "random-64k-16t"),
+        get("hdfs", "local-reader-verify-on", "random-64k-16t"),
+        0.0,
+    )
+    if v is not None
+)
+ratios = {}
+if ours_off and hdfs_local:
+    ratios["short-circuit verify off / HDFS local reader (best of on, off)"] = ours_off / hdfs_local
+if ours_off and ours_on:
+    ratios["short-circuit verify on / verify off"] = ours_on / ours_off
+if ours_off:
+    ratios["short-circuit verify off / Apache Ozone gRPC reads (published, HDDS-16783)"] = (
+        ours_off / OZONE_PUBLISHED_GRPC
+    )
+if gets.get("ozone-rs") and gets.get("hdfs"):
+    ratios["HBase random gets: ozone-rs / HDFS"] = gets["ozone-rs"] / gets["hdfs"]
+for k, v in ratios.items():
+    print(f"- {k}: {v:.2f}")
+if out_json:
+    with open(out_json, "w") as f:
+        json.dump(
+            {
+                "medians": [
+                    {"system": s, "mode": m, "workload": w, "value": v}
+                    for (s, m, w), v in medians.items()
+                ],
+                "rounds": rounds,
+                "ratios": ratios,
+                "ozone_published_grpc_ops": OZONE_PUBLISHED_GRPC,
+            },
+            f,
+            indent=1,
+        )
