@@ -81,11 +81,11 @@ local_cluster() {
 step "FsBench: ozone-rs through the jar"
 local_cluster --sidecars
 ozone --om "$om" sh volume create /bench > /dev/null
-ozone --om "$om" sh bucket create --layout FILE_SYSTEM_OPTIMIZED /bench/fs > /dev/null
+ozone --om "$om" sh bucket create --layout FILE_SYSTEM_OPTIMIZED /bench/fsb > /dev/null
 socket=$(sed -n 's/^sidecar node1-sidecar .*socket=\([^ ]*\) .*/\1/p' "$work/up.out")
 # shellcheck disable=SC2086
 OZONE_SIDECAR_SOCKET=$socket java -Xmx2g ${BENCH_OPTS:-} \
-  -cp "$bench_jar:$(cat hadoop-fs/target/hadoop.cp):$jar" io.ozoners.bench.Main ozrs ozrs://ozone/bench/fs/data |
+  -cp "$bench_jar:$(cat hadoop-fs/target/hadoop.cp):$jar" io.ozoners.bench.Main ozrs ozrs://ozone/bench/fsb/data |
   tee -a "$results"
 stop_cluster
 

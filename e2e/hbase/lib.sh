@@ -81,9 +81,10 @@ hbase_jvm_opts=(-Xmx640m -XX:+UseParallelGC -Djava.net.preferIPv4Stack=true
   --add-exports java.base/sun.net.dns=ALL-UNNAMED --add-exports java.base/sun.net.util=ALL-UNNAMED)
 
 # start_zookeeper: a standalone ZooKeeper (from hbase-server's dependencies)
-# on a free port, in zk_port.
+# on a free port, in zk_port, with no state from an earlier HBase.
 start_zookeeper() {
   zk_port=$(free_port)
+  rm -rf "$work/zk" "$work/tmp" "$work/conf"
   mkdir -p "$work/zk"
   java -Xmx128m -Dzookeeper.admin.enableServer=false -cp "$hbase_cp" \
     org.apache.zookeeper.server.ZooKeeperServerMain "$zk_port" "$work/zk" > "$work/logs/zookeeper.log" 2>&1 &
@@ -139,8 +140,14 @@ hbase_jvm() {
 
 # start_hbase PODS...: ZooKeeper, an HMaster in the first pod and a region
 # server rsN in each of the others; waits until the master is initialised.
+# Logs of an earlier HBase in $work/logs move to $work/logs/earlier-N.
 start_hbase() {
-  local k=1 pod
+  local k=1 pod old
+  if [ -f "$work/logs/master.log" ]; then
+    old=$work/logs/earlier-$(find "$work/logs" -maxdepth 1 -name 'earlier-*' | wc -l)
+    mkdir -p "$old"
+    mv "$work"/logs/{master,rs*,client,zookeeper}.* "$old/" 2> /dev/null || true
+  fi
   start_zookeeper
   hbase_jvm master "$1" org.apache.hadoop.hbase.master.HMaster start
   shift
