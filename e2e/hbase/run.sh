@@ -120,6 +120,8 @@ done
 step "4. a flipped byte in the local replica of an HFile"
 probe=$((rows / 3 + 7))
 mapfile -t files < <(workload master region-files usertable "$probe")
+server=${files[0]#server }
+files=("${files[@]:1}")
 [ "${#files[@]}" = 1 ] || fail "expected one HFile in the region after major compaction: ${files[*]}"
 hfile=${files[0]% *}
 hsize=${files[0]##* }
@@ -128,10 +130,15 @@ info=$(ozone --om "$om" sh key info "$hfile")
 blockline=$(grep '^block ' <<< "$info")
 bid=$(awk '{print $2}' <<< "$blockline")
 replica() { echo "$work/c/$1/data/containers/${bid%%:*}/chunks/${bid##*:}.block"; }
-bad=""
-for n in node1 node2; do grep -q "@$n(" <<< "$blockline" && { bad=$n; break; }; done
-[ -n "$bad" ] || fail "no replica of $hfile on a region server's node: $blockline"
-pod=rs${bad#node}
+# The replica on the node of the region server that holds the region (it
+# wrote the HFile there).
+pod=""
+for p in rs1 rs2; do
+  if grep -qF "WALs/$server/" "$work/logs/$p.log"; then pod=$p; fi
+done
+[ -n "$pod" ] || fail "no region server log names $server"
+bad=node${pod#rs}
+grep -q "@$bad(" <<< "$blockline" || fail "no replica of $hfile on $pod's node $bad: $blockline"
 [ -f "$(replica "$bad")" ] || fail "no block file at $(replica "$bad")"
 good_sum=$(md5sum < "$(replica "$bad")")
 "$py" - "$(replica "$bad")" "$((hsize / 3))" << 'PY'

@@ -41,7 +41,7 @@ import org.apache.hadoop.hbase.util.Bytes;
  *   load TABLE ROWS REGIONS        create (pre-split), write, flush, major-compact
  *   verify TABLE ROWS GETS         full scan and random gets, every value compared
  *   gets TABLE ROWS THREADS SECS   random gets from THREADS threads for SECS seconds (checked)
- *   region-files TABLE ROW         the HFiles of the region holding ROW
+ *   region-files TABLE ROW         the server of ROW's region, then its HFiles
  *   scan-region TABLE ROW ROWS     every row of ROW's region, values compared
  *   writer TABLE FIRST SECONDS OUT single puts until SECONDS pass; acknowledged rows to OUT
  *   check-acked TABLE FILE         every row in FILE is present with its value
@@ -286,7 +286,9 @@ public final class Workload {
   }
 
   static void regionFiles(Connection c, Configuration conf, TableName t, long i) throws Exception {
-    try (Admin admin = c.getAdmin()) {
+    try (Admin admin = c.getAdmin();
+        org.apache.hadoop.hbase.client.RegionLocator loc = c.getRegionLocator(t)) {
+      System.out.println("server " + loc.getRegionLocation(row(i), true).getServerName());
       for (FileStatus st : storeFiles(conf, t, regionOf(admin, t, row(i)))) {
         System.out.println(st.getPath().toUri().getPath() + " " + st.getLen());
       }
