@@ -13,11 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-if ! command -v mvn > /dev/null; then
-  echo "installing maven"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven > /dev/null
-fi
+source hadoop-fs/maven.sh
 if [ -z "${OZONE_BIN:-}" ]; then
   cargo build -q --locked --bin ozone
   export OZONE_BIN=$root/target/debug/ozone

@@ -29,10 +29,7 @@ get_seconds=${HBASE_BENCH_SECONDS:-20}
 
 source e2e/tools.sh
 py=$E2E_BIN/python
-if ! command -v mvn > /dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven > /dev/null
-fi
+source hadoop-fs/maven.sh
 cargo build -q --release --locked --bin ozone --bin ozone-sidecar
 export PATH=$root/target/release:$PATH
 (cd hadoop-fs && mvn -B -q -ntp package -DskipTests &&

@@ -361,7 +361,7 @@ final class OzrsInputStream extends FSInputStream
   @Override
   public synchronized int read() throws IOException {
     checkOpen();
-    if (pos >= aheadStart && pos < aheadStart + aheadLen) {
+    if (buffered(pos)) {
       return ahead[(int) (pos++ - aheadStart)] & 0xff;
     }
     int n = read(oneByte, 0, 1);
@@ -383,6 +383,11 @@ final class OzrsInputStream extends FSInputStream
     return readAtPos(buf);
   }
 
+  /** Whether the read-ahead buffer holds the byte at {@code p}. */
+  private boolean buffered(long p) {
+    return p >= aheadStart && p < aheadStart + aheadLen;
+  }
+
   /**
    * A read at the stream's position, which advances by what was read: from
    * the read-ahead buffer when it holds the position, else straight into
@@ -398,7 +403,7 @@ final class OzrsInputStream extends FSInputStream
     if (pos >= size) {
       return -1;
     }
-    if (!(pos >= aheadStart && pos < aheadStart + aheadLen)) {
+    if (!buffered(pos)) {
       if (want >= READ_AHEAD) {
         int n = pread(pos, buf);
         if (n > 0) {
