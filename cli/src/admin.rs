@@ -1,9 +1,10 @@
 //! `ozone admin`: datanodes, decommissioning, replication status.
 
-use ozone_proto::NodeState;
+use ozone_proto::{DatanodeDetails, NodeState};
+use serde_json::{Value, json};
 
 use crate::args::*;
-use crate::sh::human;
+use crate::output::{self, human};
 
 pub(crate) fn state_name(s: i32) -> &'static str {
     match NodeState::try_from(s).unwrap_or(NodeState::Unspecified) {
@@ -14,17 +15,35 @@ pub(crate) fn state_name(s: i32) -> &'static str {
     }
 }
 
+fn datanode_json(d: &DatanodeDetails) -> Value {
+    json!({
+        "id": d.id,
+        "address": d.address,
+        "node": d.node_name,
+        "host": d.host_name,
+        "state": state_name(d.state),
+        "operationalState": op_name(d.operational_state),
+        "capacity": d.capacity,
+        "used": d.used,
+    })
+}
+
 pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
     use ozone_proto::OperationalState as Op;
     let client = cli.client()?;
     match cmd {
         AdminCmd::Datanode { cmd } => match cmd {
             DatanodeCmd::List => {
+                let dns = client.list_datanodes().await?;
+                if cli.json {
+                    output::json(&Value::Array(dns.iter().map(datanode_json).collect()));
+                    return Ok(());
+                }
                 println!(
                     "{:<36}  {:<21}  {:<12}  {:<8}  {:<15}  {:>10}  {:>10}",
                     "ID", "ADDRESS", "NODE", "STATE", "OPERATIONAL", "CAPACITY", "USED"
                 );
-                for d in client.list_datanodes().await? {
+                for d in dns {
                     println!(
                         "{:<36}  {:<21}  {:<12}  {:<8}  {:<15}  {:>10}  {:>10}",
                         d.id,
@@ -37,11 +56,20 @@ pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
                     );
                 }
             }
-            DatanodeCmd::Decommission { datanode }
-            | DatanodeCmd::Maintenance { datanode }
-            | DatanodeCmd::Recommission { datanode } => {
+            DatanodeCmd::Decommission { datanode, force } => {
+                let d = client
+                    .set_operational_state_with(datanode, Op::Decommissioning, *force)
+                    .await?;
+                println!("{} ({}): {}", d.id, d.address, op_name(d.operational_state));
+                if *force {
+                    let s = client.datanode_status(datanode).await?;
+                    if !s.blocked.is_empty() {
+                        output::warn(&s.blocked);
+                    }
+                }
+            }
+            DatanodeCmd::Maintenance { datanode } | DatanodeCmd::Recommission { datanode } => {
                 let state = match cmd {
-                    DatanodeCmd::Decommission { .. } => Op::Decommissioning,
                     DatanodeCmd::Maintenance { .. } => Op::InMaintenance,
                     _ => Op::InService,
                 };
@@ -51,6 +79,15 @@ pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
             DatanodeCmd::Status { datanode } => {
                 let s = client.datanode_status(datanode).await?;
                 let d = s.datanode.unwrap_or_default();
+                if cli.json {
+                    let mut v = datanode_json(&d);
+                    v["replicas"] = json!(s.replicas);
+                    v["neededElsewhere"] = json!(s.needed_elsewhere);
+                    v["copiesInFlight"] = json!(s.copies_in_flight);
+                    v["blocked"] = json!(s.blocked);
+                    output::json(&v);
+                    return Ok(());
+                }
                 println!("id:                 {}", d.id);
                 println!("address:            {}", d.address);
                 println!("node:               {}", d.node_name);
@@ -59,12 +96,39 @@ pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
                 println!("replicas:           {}", s.replicas);
                 println!("needed elsewhere:   {}", s.needed_elsewhere);
                 println!("copies in flight:   {}", s.copies_in_flight);
+                if !s.blocked.is_empty() {
+                    println!("blocked:            {}", s.blocked);
+                }
             }
         },
         AdminCmd::Replication {
             cmd: ReplicationCmd::Status { top },
         } => {
             let s = client.replication_status(*top).await?;
+            if cli.json {
+                output::json(&json!({
+                    "blocks": s.blocks,
+                    "healthy": s.healthy,
+                    "underReplicated": s.under_replicated,
+                    "overReplicated": s.over_replicated,
+                    "misReplicated": s.mis_replicated,
+                    "missing": s.missing,
+                    "copiesInFlight": s.copies_in_flight,
+                    "copiesDone": s.copies_done,
+                    "copiesFailed": s.copies_failed,
+                    "bytesCopied": s.bytes_copied,
+                    "reportsComplete": s.reports_complete,
+                    "lastPassTime": (s.last_pass_ms > 0).then(|| output::time(s.last_pass_ms)),
+                    "top": s.top.iter().map(|h| json!({
+                        "block": h.block.map(|b| b.display()).unwrap_or_default(),
+                        "healthy": h.healthy,
+                        "wanted": h.wanted,
+                        "key": h.key,
+                        "problems": h.problems,
+                    })).collect::<Vec<_>>(),
+                }));
+                return Ok(());
+            }
             println!("blocks:             {}", s.blocks);
             println!("healthy:            {}", s.healthy);
             println!("under-replicated:   {}", s.under_replicated);
@@ -85,6 +149,8 @@ pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
             );
             if s.last_pass_ms == 0 {
                 println!("last pass:          none yet");
+            } else {
+                println!("last pass:          {}", output::time(s.last_pass_ms));
             }
             if !s.top.is_empty() {
                 println!();

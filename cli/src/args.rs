@@ -34,6 +34,12 @@ pub(crate) struct Cli {
     /// `ozone.client.sidecar.socket`.
     #[arg(long, global = true, env = "OZONE_SIDECAR")]
     pub(crate) sidecar: Option<PathBuf>,
+    /// Log lines on standard error: -v info, -vv debug (`RUST_LOG` also).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Read commands print one JSON document instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
     #[command(subcommand)]
     pub(crate) cmd: Cmd,
 }
@@ -84,7 +90,15 @@ pub(crate) enum Cmd {
         /// Print the table of every key (Markdown) instead.
         #[arg(long)]
         markdown: bool,
+        /// Print a config file for the role with every key it reads,
+        /// commented out at its default.
+        #[arg(long, conflicts_with = "markdown")]
+        template: bool,
     },
+    /// Prints the version of this build: release, source revision, and the
+    /// Hadoop FileSystem scheme it serves.
+    #[command(after_help = "Example: ozone version")]
+    Version,
     /// Starts a local cluster, writes and reads a few hundred MiB, reports.
     #[command(after_help = "Example: ozone demo")]
     Demo(crate::demo::DemoArgs),
@@ -144,15 +158,72 @@ pub(crate) enum ShCmd {
     },
 }
 
+/// Space and namespace quotas to set (Ozone's `--space-quota`,
+/// `--namespace-quota`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct QuotaArgs {
+    /// Bytes stored, replicas counted (e.g. 10GB, 1TB); 0 clears it.
+    #[arg(long, value_parser = parse_bytes)]
+    pub(crate) space_quota: Option<u64>,
+    /// Names: buckets of a volume; keys, files and directories of a bucket.
+    #[arg(long)]
+    pub(crate) namespace_quota: Option<u64>,
+}
+
+/// Which quotas to clear.
+#[derive(clap::Args, Clone, Debug)]
+#[group(required = true, multiple = true)]
+pub(crate) struct ClearQuotaArgs {
+    /// Clear the space quota.
+    #[arg(long)]
+    pub(crate) space_quota: bool,
+    /// Clear the namespace quota.
+    #[arg(long)]
+    pub(crate) namespace_quota: bool,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    use ozone_common::config::value::Value;
+    ozone_common::config::Bytes::parse(s)
+        .map(|b| b.0)
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 500MB, 10GB, 1TB)"))
+}
+
 #[derive(Subcommand)]
 pub(crate) enum VolumeCmd {
     /// Creates /VOLUME.
-    #[command(after_help = "Example: ozone sh volume create /vol1")]
-    Create { path: String },
+    #[command(after_help = "Example: ozone sh volume create --space-quota 1TB /vol1")]
+    Create {
+        path: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
+    },
     /// Lists volumes.
     #[command(alias = "list")]
     #[command(after_help = "Example: ozone sh volume ls")]
     Ls,
+    /// A volume's creation time, quotas and use.
+    #[command(after_help = "Example: ozone sh volume info /vol1")]
+    Info { path: String },
+    /// Deletes an empty volume.
+    #[command(alias = "rm")]
+    #[command(after_help = "Example: ozone sh volume delete /vol1")]
+    Delete { path: String },
+    /// Sets a volume's space quota (bytes of all its buckets) and namespace
+    /// quota (number of buckets).
+    #[command(after_help = "Example: ozone sh volume setquota --space-quota 10TB /vol1")]
+    Setquota {
+        path: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
+    },
+    /// Clears a volume's quotas.
+    #[command(after_help = "Example: ozone sh volume clrquota --space-quota /vol1")]
+    Clrquota {
+        path: String,
+        #[command(flatten)]
+        which: ClearQuotaArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -167,19 +238,47 @@ pub(crate) enum BucketCmd {
         /// atomic rename, recursive delete: what HBase needs; `ozone fs`).
         #[arg(long, default_value = "OBJECT_STORE", value_parser = ["OBJECT_STORE", "FILE_SYSTEM_OPTIMIZED", "FSO", "OBS"])]
         layout: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
     },
     /// Lists the buckets of /VOLUME.
     #[command(alias = "list")]
     #[command(after_help = "Example: ozone sh bucket ls /vol1")]
     Ls { path: String },
+    /// A bucket's layout, creation time, quotas and use.
+    #[command(after_help = "Example: ozone sh bucket info /vol1/bucket1")]
+    Info { path: String },
+    /// Deletes an empty bucket.
+    #[command(alias = "rm")]
+    #[command(after_help = "Example: ozone sh bucket delete /vol1/bucket1")]
+    Delete { path: String },
+    /// Sets a bucket's space quota (bytes, replicas counted) and namespace
+    /// quota (keys, files and directories).
+    #[command(
+        after_help = "Example: ozone sh bucket setquota --space-quota 100GB --namespace-quota 1000000 /vol1/bucket1"
+    )]
+    Setquota {
+        path: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
+    },
+    /// Clears a bucket's quotas.
+    #[command(after_help = "Example: ozone sh bucket clrquota --namespace-quota /vol1/bucket1")]
+    Clrquota {
+        path: String,
+        #[command(flatten)]
+        which: ClearQuotaArgs,
+    },
 }
 
 #[derive(Subcommand)]
 pub(crate) enum KeyCmd {
-    /// Writes FILE to /VOLUME/BUCKET/KEY.
+    /// Writes FILE (`-`: standard input) to /VOLUME/BUCKET/KEY.
     #[command(after_help = "Example: ozone sh key put /vol1/bucket1/file.bin ./file.bin")]
     Put { path: String, file: PathBuf },
-    /// Reads /VOLUME/BUCKET/KEY into FILE.
+    /// Reads /VOLUME/BUCKET/KEY into FILE (a directory: FILE/KEY's last
+    /// name; `-`: standard output). An existing file is kept unless
+    /// `--force`; a failed read leaves no file behind.
     #[command(
         after_help = "Example: ozone --node node1 sh key get /vol1/bucket1/file.bin ./copy.bin"
     )]
@@ -189,6 +288,9 @@ pub(crate) enum KeyCmd {
         /// Skip checksum verification for this read.
         #[arg(long)]
         no_verify: bool,
+        /// Overwrite FILE if it exists.
+        #[arg(long, short)]
+        force: bool,
     },
     /// Writes /VOLUME/BUCKET/KEY to standard output.
     #[command(after_help = "Example: ozone sh key cat /vol1/bucket1/file.bin | sha256sum")]
@@ -198,15 +300,28 @@ pub(crate) enum KeyCmd {
         #[arg(long)]
         no_verify: bool,
     },
-    /// Lists keys of /VOLUME/BUCKET (optionally with a name prefix).
+    /// Lists keys of /VOLUME/BUCKET (file-system buckets: files by full
+    /// path), by name: SIZE and NAME, or more with `--long`.
     #[command(alias = "list")]
-    #[command(after_help = "Example: ozone sh key ls /vol1/bucket1 --prefix logs/")]
+    #[command(
+        after_help = "Example: ozone sh key ls --prefix logs/ --start logs/2026-12-01 --length 100 --long /vol1/bucket1"
+    )]
     Ls {
         path: String,
-        #[arg(long, default_value = "")]
+        /// Only keys whose names start with this.
+        #[arg(long, short, default_value = "")]
         prefix: String,
+        /// Only keys after this name.
+        #[arg(long, short, default_value = "")]
+        start: String,
+        /// At most this many keys (0: all).
+        #[arg(long, short, default_value_t = 0)]
+        length: u32,
+        /// Replication, size, modification time and name.
+        #[arg(long = "long")]
+        long: bool,
     },
-    /// Shows a key's size, checksum settings and block locations.
+    /// Shows a key's size, times, checksum settings and block locations.
     #[command(after_help = "Example: ozone sh key info /vol1/bucket1/file.bin")]
     Info { path: String },
     /// Deletes a key.
@@ -216,6 +331,21 @@ pub(crate) enum KeyCmd {
     /// Prints the key's composite CRC (from block metadata, no data read).
     #[command(after_help = "Example: ozone sh key checksum /vol1/bucket1/file.bin")]
     Checksum { path: String },
+    /// Renames key FROM to TO in bucket /VOLUME/BUCKET (TO must be free).
+    #[command(after_help = "Example: ozone sh key rename /vol1/bucket1 old.bin new.bin")]
+    Rename {
+        bucket: String,
+        from: String,
+        to: String,
+    },
+    /// Copies key FROM to TO in bucket /VOLUME/BUCKET (data read and
+    /// written again; TO is replaced).
+    #[command(after_help = "Example: ozone sh key cp /vol1/bucket1 file.bin copy.bin")]
+    Cp {
+        bucket: String,
+        from: String,
+        to: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -256,27 +386,31 @@ pub(crate) enum DatanodeCmd {
     /// DECOMMISSIONED when no key depends on it.
     #[command(after_help = "Example: ozone admin datanode decommission ozone-datanode-3")]
     Decommission {
-        /// Datanode id, address, host or pod name.
+        /// Datanode id, address, node, host or pod name.
         datanode: String,
+        /// Accept it even when too few datanodes would stay in service for
+        /// replication THREE (it then waits for more to join).
+        #[arg(long)]
+        force: bool,
     },
     /// Puts a datanode in maintenance: it may go away for a while without
     /// its replicas being copied (while enough others remain).
     #[command(after_help = "Example: ozone admin datanode maintenance ozone-datanode-1")]
     Maintenance {
-        /// Datanode id, address, host or pod name.
+        /// Datanode id, address, node, host or pod name.
         datanode: String,
     },
     /// Returns a datanode to service (ends decommission or maintenance).
     #[command(after_help = "Example: ozone admin datanode recommission ozone-datanode-3")]
     Recommission {
-        /// Datanode id, address, host or pod name.
+        /// Datanode id, address, node, host or pod name.
         datanode: String,
     },
     /// A datanode's health, operational state and the replicas still
     /// depending on it.
     #[command(after_help = "Example: ozone admin datanode status ozone-datanode-3")]
     Status {
-        /// Datanode id, address, host or pod name.
+        /// Datanode id, address, node, host or pod name.
         datanode: String,
     },
 }
@@ -316,7 +450,9 @@ impl Cli {
             None => Conf::new(),
         };
         conf.apply_overrides(&self.set)?;
-        conf.warn_unknown();
+        for w in conf.unknown_warnings() {
+            crate::output::warn(w);
+        }
         if let Some(om) = &self.om {
             conf.set_from(
                 keys::OM_ADDRESS.name,

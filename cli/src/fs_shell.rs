@@ -11,20 +11,36 @@ use ozone_common::names::{check_resource_name, fs_components};
 use ozone_proto::FileStatus;
 use tokio::io::AsyncWriteExt;
 
-/// Usage, printed for `ozone fs -help` and on a usage error.
+/// Usage, printed for `ozone fs -help`.
 pub const USAGE: &str = "\
 Usage: ozone fs COMMAND [OPTIONS] PATH...
-  -ls [-R] PATH            list a directory (recursively with -R)
+  -ls [-R] [-h] PATH       list a directory (recursively with -R; -h: sizes in KiB, MiB, ...);
+                           / lists volumes, /VOLUME its buckets
   -mkdir [-p] PATH         make a directory (and its parents with -p)
-  -put [-f] LOCAL PATH     copy a local file in (-f: overwrite); PATH may be a directory
-  -get PATH LOCAL          copy a file out
+  -put [-f] LOCAL PATH     copy a local file in (-f: overwrite; LOCAL - : standard input);
+                           PATH may be a directory. Also -copyFromLocal
+  -get [-f] PATH LOCAL     copy a file out (-f: overwrite LOCAL). Also -copyToLocal
+  -cp [-f] SRC DST         copy a file (within or across buckets; -f: overwrite)
   -cat PATH                write a file to standard output
+  -tail PATH               write a file's last kilobyte to standard output
+  -touchz PATH             create an empty file (an existing empty file is kept)
   -mv SRC DST              rename (a directory moves with everything under it)
-  -rm [-r] PATH            delete a file, or a directory with -r
+  -rm [-r] [-f] PATH       delete a file, or a directory with -r (-f: no error if missing)
+  -rmdir PATH              delete an empty directory
   -stat PATH               print type, size, modification time and path
-  -du -s PATH              print the bytes under PATH
-  -test -e|-d|-f PATH      exit 0 if PATH exists / is a directory / is a file, else 1
+  -du [-s] [-h] PATH       bytes under PATH, or under each entry of a directory
+  -count [-h] PATH         directories, files and bytes under PATH
+  -df [-h]                 capacity, use and space left of the datanodes in service
+  -test -e|-d|-f|-z PATH   exit 0 if PATH exists / is a directory / is a file / is empty, else 1
+  -chmod, -chown, -chgrp   not supported: the store keeps no owners or modes
 PATH is /VOLUME/BUCKET/PATH or ofs://OM_HOST:PORT/VOLUME/BUCKET/PATH.";
+
+/// A usage error: one line, pointing at the help.
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        anyhow::bail!("{}; see `ozone fs -help`", format!($($arg)*))
+    };
+}
 
 /// A path of a file-system bucket, with the OM its `ofs://` URI named.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +116,7 @@ fn split_opts(args: &[String]) -> (Vec<&str>, Vec<&str>) {
 
 fn operands<const N: usize>(cmd: &str, rest: &[&str]) -> anyhow::Result<[String; N]> {
     if rest.len() != N {
-        bail!("-{cmd} takes {N} path(s), got {}\n{USAGE}", rest.len());
+        usage!("-{cmd} takes {N} path(s), got {}", rest.len());
     }
     Ok(std::array::from_fn(|i| rest[i].to_string()))
 }
@@ -108,13 +124,22 @@ fn operands<const N: usize>(cmd: &str, rest: &[&str]) -> anyhow::Result<[String;
 fn check_opts(cmd: &str, opts: &[&str], allowed: &[&str]) -> anyhow::Result<()> {
     for o in opts {
         if !allowed.contains(o) {
-            bail!("-{cmd}: unknown option {o}\n{USAGE}");
+            usage!("-{cmd}: unknown option {o}");
         }
     }
     Ok(())
 }
 
-fn describe(s: &FileStatus, volume: &str, bucket: &str) -> String {
+/// A size as `-h` asks: binary units, or bytes.
+fn size(n: u64, h: bool) -> String {
+    if h {
+        crate::output::human(n)
+    } else {
+        n.to_string()
+    }
+}
+
+fn describe(s: &FileStatus, volume: &str, bucket: &str, h: bool) -> String {
     let kind = if s.is_dir {
         "d"
     } else if s.open {
@@ -124,30 +149,15 @@ fn describe(s: &FileStatus, volume: &str, bucket: &str) -> String {
     };
     format!(
         "{kind} {:>14} {} /{volume}/{bucket}/{}",
-        s.size,
+        size(s.size, h),
         millis(s.modified_ms),
         s.path
     )
 }
 
+/// Hadoop's `-ls` time: `yyyy-MM-dd HH:mm`, UTC.
 fn millis(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    crate::output::time(ms)[..16].to_string()
 }
 
 /// Runs one `ozone fs` command through either client (the cluster, or a
@@ -158,21 +168,25 @@ pub async fn run<A: FsAccess>(
     args: &[String],
 ) -> anyhow::Result<i32> {
     let Some((cmd, rest)) = args.split_first() else {
-        bail!("{USAGE}");
+        usage!("no command");
     };
     let cmd = cmd.trim_start_matches('-');
     let (opts, rest) = split_opts(rest);
     let target = |s: &str| FsTarget::parse(s);
+    let h = opts.contains(&"-h");
     match cmd {
-        "help" | "h" => {
+        "help" | "h" | "usage" => {
             println!("{USAGE}");
         }
         "ls" => {
-            check_opts(cmd, &opts, &["-R"])?;
+            check_opts(cmd, &opts, &["-R", "-h"])?;
             let [p] = operands::<1>(cmd, &rest)?;
+            if let Some(code) = list_above_buckets(&client, &p).await? {
+                return Ok(code);
+            }
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            list(&c, &t, opts.contains(&"-R")).await?;
+            list(&c, &t, opts.contains(&"-R"), h).await?;
         }
         "mkdir" => {
             check_opts(cmd, &opts, &["-p"])?;
@@ -210,44 +224,123 @@ pub async fn run<A: FsAccess>(
                 .await
                 && st.is_dir
             {
+                if local == "-" {
+                    bail!("-put -: {} is a directory; name the file", t.shown());
+                }
                 let name = Path::new(&local)
                     .file_name()
                     .and_then(|n| n.to_str())
                     .context("the local file has no name")?;
                 t = t.child(name);
             }
-            let f = tokio::fs::File::open(&local)
-                .await
-                .with_context(|| format!("opening {local}"))?;
-            c.put_file(
-                KeyPath::new(&t.volume, &t.bucket, &t.path),
-                opts.contains(&"-f"),
-                f,
-            )
-            .await
-            .map_err(|e| match e {
+            let exists = |e: ClientError| match e {
                 ClientError::AlreadyExists(m) => {
-                    anyhow::anyhow!("-put: {m} (use -f to overwrite)")
+                    anyhow::anyhow!("-{cmd}: {m} (use -f to overwrite)")
                 }
                 e => e.into(),
-            })?;
+            };
+            let force = opts.contains(&"-f");
+            let path = KeyPath::new(&t.volume, &t.bucket, &t.path);
+            if local == "-" {
+                c.put_file(path, force, tokio::io::stdin())
+                    .await
+                    .map_err(exists)?;
+            } else {
+                let f = tokio::fs::File::open(&local)
+                    .await
+                    .with_context(|| format!("opening {local}"))?;
+                c.put_file(path, force, f).await.map_err(exists)?;
+            }
         }
         "get" | "copyToLocal" => {
-            check_opts(cmd, &opts, &[])?;
+            check_opts(cmd, &opts, &["-f"])?;
             let [p, local] = operands::<2>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
+            let mut dest = std::path::PathBuf::from(&local);
+            if dest.is_dir() {
+                let name = t.path.rsplit('/').next().unwrap_or_default();
+                if name.is_empty() {
+                    bail!("-{cmd}: {} is not a file", t.shown());
+                }
+                dest = dest.join(name);
+            }
+            if dest.exists() && !opts.contains(&"-f") {
+                bail!(
+                    "-{cmd}: {}: file exists (use -f to overwrite)",
+                    dest.display()
+                );
+            }
             let r = c
                 .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
                 .await?;
-            let mut f = tokio::fs::File::create(&local)
-                .await
-                .with_context(|| format!("creating {local}"))?;
-            r.copy_to(&mut f).await?;
-            f.sync_all().await?;
+            let tmp = dest.with_file_name(format!(
+                ".{}.{}.ozone-tmp",
+                dest.file_name().unwrap_or_default().to_string_lossy(),
+                std::process::id()
+            ));
+            let copied = async {
+                let mut f = tokio::fs::File::create(&tmp)
+                    .await
+                    .with_context(|| format!("creating {}", tmp.display()))?;
+                r.copy_to(&mut f).await?;
+                f.sync_all().await?;
+                std::fs::rename(&tmp, &dest)?;
+                anyhow::Ok(())
+            }
+            .await;
+            if copied.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            copied.with_context(|| format!("-{cmd} {} to {}", t.shown(), dest.display()))?;
             r.close().await?;
         }
-        "cat" => {
+        "cp" => {
+            check_opts(cmd, &opts, &["-f"])?;
+            let [from, to] = operands::<2>(cmd, &rest)?;
+            let (f, mut t) = (target(&from)?, target(&to)?);
+            let c = client(f.om.as_deref())?;
+            let dst = if t.om != f.om {
+                Some(client(t.om.as_deref())?)
+            } else {
+                None
+            };
+            let d = dst.as_ref().unwrap_or(&c);
+            if let Ok(st) = d
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await
+                && st.is_dir
+            {
+                let name = f.path.rsplit('/').next().unwrap_or_default();
+                t = t.child(name);
+            }
+            let r = c
+                .open_key(KeyPath::new(&f.volume, &f.bucket, &f.path))
+                .await?;
+            let mut w = d
+                .create_file(
+                    KeyPath::new(&t.volume, &t.bucket, &t.path),
+                    opts.contains(&"-f"),
+                )
+                .await
+                .map_err(|e| match e {
+                    ClientError::AlreadyExists(m) => {
+                        anyhow::anyhow!("-cp: {m} (use -f to overwrite)")
+                    }
+                    e => e.into(),
+                })?;
+            let mut buf = vec![0u8; 4 << 20];
+            let mut pos = 0u64;
+            while pos < r.size() {
+                let n = ((r.size() - pos) as usize).min(buf.len());
+                r.read_exact_at(pos, &mut buf[..n]).await?;
+                w.write(&buf[..n]).await?;
+                pos += n as u64;
+            }
+            r.close().await?;
+            w.close().await?;
+        }
+        "cat" | "tail" => {
             check_opts(cmd, &opts, &[])?;
             let [p] = operands::<1>(cmd, &rest)?;
             let t = target(&p)?;
@@ -256,40 +349,84 @@ pub async fn run<A: FsAccess>(
                 .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
                 .await?;
             let mut out = tokio::io::stdout();
-            r.copy_to(&mut out).await?;
+            if cmd == "tail" {
+                let start = r.size().saturating_sub(1024);
+                let mut buf = vec![0u8; (r.size() - start) as usize];
+                r.read_exact_at(start, &mut buf).await?;
+                out.write_all(&buf).await?;
+            } else {
+                r.copy_to(&mut out).await?;
+            }
             out.flush().await?;
             r.close().await?;
+        }
+        "touchz" => {
+            check_opts(cmd, &opts, &[])?;
+            let [p] = operands::<1>(cmd, &rest)?;
+            let t = target(&p)?;
+            let c = client(t.om.as_deref())?;
+            match c
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await
+            {
+                Ok(st) if st.is_dir => bail!("-touchz: {} is a directory", t.shown()),
+                Ok(st) if st.size > 0 => {
+                    bail!("-touchz: {} is a non-empty file", t.shown())
+                }
+                Ok(_) => {}
+                Err(ClientError::NotFound(_)) => {
+                    c.put_file(
+                        KeyPath::new(&t.volume, &t.bucket, &t.path),
+                        false,
+                        tokio::io::empty(),
+                    )
+                    .await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         "mv" => {
             check_opts(cmd, &opts, &[])?;
             let [from, to] = operands::<2>(cmd, &rest)?;
             let (f, t) = (target(&from)?, target(&to)?);
             if (&f.volume, &f.bucket) != (&t.volume, &t.bucket) {
-                bail!("-mv: source and destination must be in the same bucket");
+                bail!("-mv: source and destination must be in the same bucket (use -cp, then -rm)");
             }
             let c = client(f.om.as_deref())?;
             c.rename(KeyPath::new(&f.volume, &f.bucket, &f.path), &t.path)
                 .await?;
         }
-        "rm" => {
-            check_opts(cmd, &opts, &["-r", "-R", "-f"])?;
+        "rm" | "rmdir" => {
+            let allowed: &[&str] = if cmd == "rm" {
+                &["-r", "-R", "-f"]
+            } else {
+                &[]
+            };
+            check_opts(cmd, &opts, allowed)?;
             let [p] = operands::<1>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
             let recursive = opts.contains(&"-r") || opts.contains(&"-R");
-            if !recursive
-                && let Ok(st) = c
-                    .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                    .await
-                && st.is_dir
-            {
-                bail!("-rm: {} is a directory (use -r)", t.shown());
+            let st = c
+                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await;
+            match (&st, cmd) {
+                (Ok(st), "rm") if st.is_dir && !recursive => {
+                    bail!("-rm: {} is a directory (use -r)", t.shown())
+                }
+                (Ok(st), "rmdir") if !st.is_dir => {
+                    bail!("-rmdir: {} is not a directory", t.shown())
+                }
+                _ => {}
             }
             match c
                 .delete_path(KeyPath::new(&t.volume, &t.bucket, &t.path), recursive)
                 .await
             {
                 Err(ClientError::NotFound(_)) if opts.contains(&"-f") => {}
+                Err(ClientError::Precondition(m)) if cmd == "rmdir" => {
+                    bail!("-rmdir: {}: {m}", t.shown())
+                }
                 r => r?,
             }
         }
@@ -301,7 +438,7 @@ pub async fn run<A: FsAccess>(
             let s = c
                 .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
                 .await?;
-            println!("{}", describe(&s, &t.volume, &t.bucket));
+            println!("{}", describe(&s, &t.volume, &t.bucket, false));
         }
         "du" => {
             check_opts(cmd, &opts, &["-s", "-h"])?;
@@ -312,7 +449,7 @@ pub async fn run<A: FsAccess>(
                 let s = c
                     .content_summary(KeyPath::new(&t.volume, &t.bucket, &t.path))
                     .await?;
-                println!("{}  {}", s.length, t.shown());
+                println!("{}  {}", size(s.length, h), t.shown());
             } else {
                 for e in c
                     .list_status_all(KeyPath::new(&t.volume, &t.bucket, &t.path))
@@ -321,15 +458,62 @@ pub async fn run<A: FsAccess>(
                     let s = c
                         .content_summary(KeyPath::new(&t.volume, &t.bucket, &e.path))
                         .await?;
-                    println!("{}  /{}/{}/{}", s.length, t.volume, t.bucket, e.path);
+                    println!(
+                        "{}  /{}/{}/{}",
+                        size(s.length, h),
+                        t.volume,
+                        t.bucket,
+                        e.path
+                    );
                 }
             }
         }
+        "count" => {
+            check_opts(cmd, &opts, &["-h"])?;
+            let [p] = operands::<1>(cmd, &rest)?;
+            let t = target(&p)?;
+            let c = client(t.om.as_deref())?;
+            let s = c
+                .content_summary(KeyPath::new(&t.volume, &t.bucket, &t.path))
+                .await?;
+            // Hadoop's columns: DIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME.
+            println!(
+                "{:>12} {:>12} {:>18} {}",
+                s.directory_count,
+                s.file_count,
+                size(s.length, h),
+                t.shown()
+            );
+        }
+        "df" => {
+            check_opts(cmd, &opts, &["-h"])?;
+            if rest.len() > 1 {
+                usage!("-df takes at most one path");
+            }
+            let om = match rest.first() {
+                Some(p) if p.starts_with("ofs://") => target(p)?.om,
+                _ => None,
+            };
+            let c = client(om.as_deref())?;
+            let (cap, used) = c.capacity().await?;
+            println!(
+                "{:<20} {:>14} {:>14} {:>14} {:>5}",
+                "Filesystem", "Size", "Used", "Available", "Use%"
+            );
+            println!(
+                "{:<20} {:>14} {:>14} {:>14} {:>4}%",
+                "ofs://",
+                size(cap, h),
+                size(used, h),
+                size(cap.saturating_sub(used), h),
+                (used * 100).checked_div(cap).unwrap_or(0)
+            );
+        }
         "test" => {
-            check_opts(cmd, &opts, &["-e", "-d", "-f"])?;
+            check_opts(cmd, &opts, &["-e", "-d", "-f", "-z"])?;
             let [p] = operands::<1>(cmd, &rest)?;
             if opts.len() != 1 {
-                bail!("-test needs exactly one of -e, -d, -f\n{USAGE}");
+                usage!("-test needs exactly one of -e, -d, -f, -z");
             }
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
@@ -340,6 +524,7 @@ pub async fn run<A: FsAccess>(
                 Ok(s) => match opts[0] {
                     "-d" => s.is_dir,
                     "-f" => !s.is_dir,
+                    "-z" => s.size == 0,
                     _ => true,
                 },
                 Err(ClientError::NotFound(_)) => false,
@@ -347,13 +532,57 @@ pub async fn run<A: FsAccess>(
             };
             return Ok(if ok { 0 } else { 1 });
         }
-        other => bail!("unknown command -{other}\n{USAGE}"),
+        "chmod" | "chown" | "chgrp" | "setfacl" | "getfacl" => {
+            bail!(
+                "-{cmd} is not supported: the store keeps no owners, groups or modes (every \
+                 client the OM accepts may read and write)"
+            );
+        }
+        other => usage!("unknown command -{other}"),
     }
     Ok(0)
 }
 
+/// `-ls /` (volumes) and `-ls /VOLUME` (its buckets); `None` for a path
+/// inside a bucket.
+async fn list_above_buckets<A: FsAccess>(
+    client: &impl Fn(Option<&str>) -> anyhow::Result<A>,
+    p: &str,
+) -> anyhow::Result<Option<i32>> {
+    let (om, rest) = match p.strip_prefix("ofs://") {
+        Some(r) => {
+            let (host, path) = r.split_once('/').unwrap_or((r, ""));
+            (Some(host), path)
+        }
+        None => (None, p.strip_prefix('/').unwrap_or(p)),
+    };
+    let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    match parts.as_slice() {
+        [] => {
+            for v in client(om)?.volumes().await? {
+                println!("d {:>14} {} /{}", 0, millis(v.created_ms), v.name);
+            }
+            Ok(Some(0))
+        }
+        [volume] => {
+            check_resource_name("volume", volume)?;
+            for b in client(om)?.buckets(volume).await? {
+                println!(
+                    "d {:>14} {} /{}/{}",
+                    0,
+                    millis(b.created_ms),
+                    b.volume,
+                    b.name
+                );
+            }
+            Ok(Some(0))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// `-ls [-R]`: one line per entry, directories first visited in name order.
-async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool) -> anyhow::Result<()> {
+async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool, h: bool) -> anyhow::Result<()> {
     let mut stack = vec![t.path.clone()];
     while let Some(dir) = stack.pop() {
         let entries = c
@@ -361,7 +590,7 @@ async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool) -> anyhow::Resu
             .await?;
         let mut subdirs = Vec::new();
         for e in &entries {
-            println!("{}", describe(e, &t.volume, &t.bucket));
+            println!("{}", describe(e, &t.volume, &t.bucket, h));
             if recursive && e.is_dir {
                 subdirs.push(e.path.clone());
             }
@@ -398,8 +627,7 @@ mod tests {
     }
 
     #[test]
-    fn dates_print_in_utc() {
-        assert_eq!(millis(0), "1970-01-01 00:00");
+    fn dates_print_to_the_minute() {
         assert_eq!(millis(1_796_342_400_000 + 61_000), "2026-12-04 00:01");
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::bail;
-use ozone_common::config::Conf;
+use ozone_common::config::{self as keys, Conf};
 use ozone_testkit::local::{LocalCluster, LocalSpec};
 
 use crate::args::*;
@@ -46,6 +46,13 @@ pub(crate) async fn local_up(
         conf.extend(Conf::load(p)?.iter().map(|(k, v)| format!("{k}={v}")));
     }
     conf.extend(cli.set.iter().cloned());
+    let replication = Conf::parse(&conf.join("\n"), "--conf/--set")?.value(&keys::REPLICATION)?;
+    if datanodes < 3 && replication == keys::ReplicationFactor::Three {
+        crate::output::warn(format!(
+            "{datanodes} datanode(s): keys with replication THREE (ozone.replication, the \
+             default) cannot be written; use --datanodes 3, or --set ozone.replication=ONE"
+        ));
+    }
     std::fs::create_dir_all(&dir)?;
     let dir = dir.canonicalize()?;
     let spec = LocalSpec {

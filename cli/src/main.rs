@@ -6,6 +6,7 @@ mod args;
 mod demo;
 mod fs_shell;
 mod local_cmd;
+mod output;
 mod sh;
 
 use anyhow::Context;
@@ -20,7 +21,7 @@ use crate::sh::sh;
 
 /// `ozone config`: the effective configuration of a role, each value with
 /// its source, or the table of every key.
-fn print_config(cli: &Cli, role: &str, markdown: bool) -> anyhow::Result<()> {
+fn print_config(cli: &Cli, role: &str, markdown: bool, template: bool) -> anyhow::Result<()> {
     if markdown {
         print!("{}", keys::markdown_table());
         return Ok(());
@@ -28,6 +29,10 @@ fn print_config(cli: &Cli, role: &str, markdown: bool) -> anyhow::Result<()> {
     let role = keys::Role::parse(role).with_context(|| {
         format!("unknown role {role}: expected om, datanode, client or sidecar")
     })?;
+    if template {
+        print!("{}", keys::template(role));
+        return Ok(());
+    }
     let conf = cli.conf()?;
     conf.validate()?;
     let rows = conf.effective(role);
@@ -70,8 +75,11 @@ fn role_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::Os
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    ozone_process::logging::init();
     let cli = Cli::parse_from(role_args(std::env::args_os()));
+    match cli.cmd {
+        Cmd::Om(_) | Cmd::Datanode(_) | Cmd::Sidecar(_) => output::init_logging("info"),
+        _ => output::init_logging(output::user_log_level(cli.verbose)),
+    }
     ozone_process::exit::code(run(cli).await)
 }
 
@@ -119,7 +127,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cmd: LocalCmd::Restart { dir },
         } => local_restart(dir),
         Cmd::Demo(args) => demo::run(args.clone(), cli.set.clone()).await,
-        Cmd::Config { role, markdown } => print_config(&cli, role, *markdown),
+        Cmd::Config {
+            role,
+            markdown,
+            template,
+        } => print_config(&cli, role, *markdown, *template),
+        Cmd::Version => {
+            println!("ozone {}", env!("CARGO_PKG_VERSION"));
+            println!("source revision: {}", env!("OZONE_GIT_REVISION"));
+            println!("Hadoop FileSystem scheme: ozrs:// (hadoop-fs/, ozone-hadoop-fs.jar)");
+            println!(
+                "protocol: ozone.proto (OM, datanode, sidecar gRPC; short-circuit over UNIX sockets)"
+            );
+            Ok(())
+        }
         Cmd::Om(args) => ozone_om::cmd::run(args.clone()).await,
         Cmd::Datanode(args) => ozone_datanode::cmd::run(args.clone()).await,
         Cmd::Sidecar(args) => ozone_sidecar::cmd::run(args.clone()).await,

@@ -1,48 +1,98 @@
 //! `ozone sh`: volumes, buckets and keys, through the cluster or a sidecar.
 
 use ozone_client::prelude::*;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use ozone_common::config::{self as keys};
 use ozone_common::names::OzonePath;
-use ozone_proto::{BucketLayout, KeyInfo};
+use ozone_proto::{BucketInfo, BucketLayout, KeyInfo, VolumeInfo};
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::admin::state_name;
 use crate::args::*;
+use crate::output::{self, Counted, Progress, human, time};
 
-pub(crate) fn human(n: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", U[i])
+fn replication_name(r: i32) -> &'static str {
+    ozone_proto::ReplicationFactor::try_from(r)
+        .map(|t| t.as_str_name())
+        .unwrap_or("?")
+}
+
+fn checksum_name(c: i32) -> &'static str {
+    ozone_proto::ChecksumType::try_from(c)
+        .map(|t| t.as_str_name())
+        .unwrap_or("?")
+}
+
+/// A quota for people: "none" when unset.
+fn quota(n: u64, bytes: bool) -> String {
+    match (n, bytes) {
+        (0, _) => "none".into(),
+        (n, true) => format!("{} ({n} bytes)", human(n)),
+        (n, false) => n.to_string(),
     }
 }
 
+pub(crate) fn key_json(k: &KeyInfo) -> Value {
+    json!({
+        "volume": k.volume,
+        "bucket": k.bucket,
+        "name": k.name,
+        "size": k.size,
+        "replication": replication_name(k.replication),
+        "checksumType": checksum_name(k.checksum_type),
+        "bytesPerChecksum": k.bytes_per_checksum,
+        "creationTime": time(k.created_ms),
+        "modificationTime": time(k.modified_ms),
+        "blocks": k.blocks.iter().map(|b| json!({
+            "block": b.block.unwrap_or_default().display(),
+            "offset": b.offset,
+            "length": b.length,
+            "replicas": b.replicas.iter().map(|r| json!({
+                "id": r.id, "node": r.node_name, "state": state_name(r.state),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn volume_json(v: &VolumeInfo) -> Value {
+    json!({
+        "name": v.name,
+        "creationTime": time(v.created_ms),
+        "quotaInBytes": v.quota_in_bytes,
+        "quotaInNamespace": v.quota_in_namespace,
+        "usedBytes": v.used_bytes,
+        "usedNamespace": v.used_namespace,
+    })
+}
+
+fn bucket_json(b: &BucketInfo) -> Value {
+    json!({
+        "volume": b.volume,
+        "name": b.name,
+        "layout": b.layout().as_str_name(),
+        "creationTime": time(b.created_ms),
+        "quotaInBytes": b.quota_in_bytes,
+        "quotaInNamespace": b.quota_in_namespace,
+        "usedBytes": b.used_bytes,
+        "usedNamespace": b.used_namespace,
+    })
+}
+
 pub(crate) fn print_key(k: &KeyInfo) {
-    let ck = ozone_proto::ChecksumType::try_from(k.checksum_type)
-        .map(|t| t.as_str_name())
-        .unwrap_or("?");
-    let rep = ozone_proto::ReplicationFactor::try_from(k.replication)
-        .map(|t| t.as_str_name())
-        .unwrap_or("?");
     println!("key: /{}/{}/{}", k.volume, k.bucket, k.name);
     println!("size: {}", k.size);
-    println!("replication: {rep}");
+    println!("replication: {}", replication_name(k.replication));
     println!(
-        "checksum: {ck}, {} bytes per checksum",
+        "checksum: {}, {} bytes per checksum",
+        checksum_name(k.checksum_type),
         k.bytes_per_checksum
     );
-    println!("created_ms: {}", k.created_ms);
-    println!("modified_ms: {}", k.modified_ms);
+    println!("created: {}", time(k.created_ms));
+    println!("modified: {}", time(k.modified_ms));
     for b in &k.blocks {
         let id = b.block.unwrap_or_default();
         let reps: Vec<String> = b
@@ -68,19 +118,148 @@ pub(crate) struct Moved {
     detail: String,
 }
 
+/// Where `key get` writes: FILE, or FILE/NAME when FILE is a directory
+/// (NAME is the key's last segment, never a path).
+fn destination(file: &Path, key: &str) -> anyhow::Result<PathBuf> {
+    if !file.is_dir() {
+        return Ok(file.to_path_buf());
+    }
+    let name = key.rsplit('/').next().unwrap_or_default();
+    if name.is_empty() || name == "." || name == ".." {
+        bail!(
+            "key {key} has no file name to use in {}: give a file",
+            file.display()
+        );
+    }
+    Ok(file.join(name))
+}
+
+/// A file being written under a temporary name beside its destination;
+/// renamed into place by [`Partial::finish`], removed if dropped before.
+struct Partial {
+    tmp: PathBuf,
+    dest: PathBuf,
+    done: bool,
+}
+
+impl Partial {
+    fn new(dest: &Path) -> Self {
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dest.with_file_name(format!(".{name}.{}.ozone-tmp", std::process::id()));
+        Self {
+            tmp,
+            dest: dest.to_path_buf(),
+            done: false,
+        }
+    }
+
+    fn finish(mut self) -> anyhow::Result<()> {
+        std::fs::rename(&self.tmp, &self.dest)
+            .with_context(|| format!("renaming into {}", self.dest.display()))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Reads key `path` into `file` (see [`KeyCmd::Get`]); returns the bytes.
+async fn get<A: KeyAccess>(
+    a: &A,
+    path: &str,
+    file: &Path,
+    verify: Option<bool>,
+    force: bool,
+) -> anyhow::Result<(u64, bool)> {
+    let p = KeyPath::parse(path)?;
+    let r = a.open_key_with(p, verify).await?;
+    if file == Path::new("-") {
+        let mut out = Counted {
+            inner: tokio::io::stdout(),
+            progress: Progress::new(Some(r.size())),
+        };
+        let n = r.copy_to(&mut out).await;
+        out.progress.finish();
+        let n = n?;
+        out.flush().await?;
+        let verify = r.verify_checksum();
+        r.close().await?;
+        return Ok((n, verify));
+    }
+    let dest = destination(file, p.key)?;
+    if dest.exists() && !force {
+        bail!(
+            "{} exists: the read would overwrite it (use --force)",
+            dest.display()
+        );
+    }
+    let partial = Partial::new(&dest);
+    let f = tokio::fs::File::create(&partial.tmp)
+        .await
+        .with_context(|| format!("creating {}", partial.tmp.display()))?;
+    let mut out = Counted {
+        inner: f,
+        progress: Progress::new(Some(r.size())),
+    };
+    let n = r.copy_to(&mut out).await;
+    out.progress.finish();
+    let n = n.map_err(|e| match e {
+        ozone_client::ClientError::Output(io) => {
+            anyhow::Error::new(io).context(format!("writing {}", dest.display()))
+        }
+        e => anyhow::Error::new(e).context(format!("reading {path}")),
+    })?;
+    out.inner
+        .sync_all()
+        .await
+        .with_context(|| format!("writing {}", dest.display()))?;
+    partial.finish()?;
+    let verify = r.verify_checksum();
+    r.close().await?;
+    Ok((n, verify))
+}
+
 /// Runs a key command through either client (the cluster or a sidecar).
-pub(crate) async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result<Option<Moved>> {
+pub(crate) async fn key_cmd<A: KeyAccess>(
+    a: &A,
+    cmd: &KeyCmd,
+    json_out: bool,
+) -> anyhow::Result<Option<Moved>> {
     let t = Instant::now();
     match cmd {
         KeyCmd::Put { path, file } => {
             let p = KeyPath::parse(path)?;
-            let f = tokio::fs::File::open(file)
+            let key = if file == Path::new("-") {
+                let input = Counted {
+                    inner: tokio::io::stdin(),
+                    progress: Progress::new(None),
+                };
+                put(a, p, input).await
+            } else {
+                let f = tokio::fs::File::open(file)
+                    .await
+                    .with_context(|| format!("opening {}", file.display()))?;
+                let size = f.metadata().await.ok().map(|m| m.len());
+                put(
+                    a,
+                    p,
+                    Counted {
+                        inner: f,
+                        progress: Progress::new(size),
+                    },
+                )
                 .await
-                .with_context(|| format!("opening {}", file.display()))?;
-            let key = a
-                .put_key(p, f)
-                .await
-                .with_context(|| format!("writing {} to {path}", file.display()))?;
+            }
+            .with_context(|| format!("writing {} to {path}", file.display()))?;
             return Ok(Some(Moved {
                 verb: "wrote",
                 bytes: key.size,
@@ -92,19 +271,9 @@ pub(crate) async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result
             path,
             file,
             no_verify,
+            force,
         } => {
-            let p = KeyPath::parse(path)?;
-            let r = a.open_key_with(p, no_verify.then_some(false)).await?;
-            let mut f = tokio::fs::File::create(file)
-                .await
-                .with_context(|| format!("creating {}", file.display()))?;
-            let n = r
-                .copy_to(&mut f)
-                .await
-                .with_context(|| format!("reading {path} into {}", file.display()))?;
-            f.sync_all().await?;
-            let verify = r.verify_checksum();
-            r.close().await?;
+            let (n, verify) = get(a, path, file, no_verify.then_some(false), *force).await?;
             return Ok(Some(Moved {
                 verb: "read",
                 bytes: n,
@@ -120,15 +289,29 @@ pub(crate) async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result
             out.flush().await?;
             r.close().await?;
         }
-        KeyCmd::Ls { path, prefix } => {
+        KeyCmd::Ls {
+            path,
+            prefix,
+            start,
+            length,
+            long,
+        } => {
             let (v, b) = OzonePath::bucket_path(path)?;
-            for k in a.list_keys(KeyPath::new(&v, &b, prefix)).await? {
-                println!("{}\t{}", k.size, k.name);
+            let mut keys = a.list_keys(KeyPath::new(&v, &b, prefix)).await?;
+            keys.retain(|k| start.is_empty() || k.name.as_str() > start.as_str());
+            if *length > 0 {
+                keys.truncate(*length as usize);
             }
+            print_keys(&keys, *long, json_out);
         }
         KeyCmd::Info { path } => {
             let p = KeyPath::parse(path)?;
-            print_key(&a.key_info(p).await?);
+            let k = a.key_info(p).await?;
+            if json_out {
+                output::json(&key_json(&k));
+            } else {
+                print_key(&k);
+            }
         }
         KeyCmd::Rm { path } => {
             let p = KeyPath::parse(path)?;
@@ -137,10 +320,87 @@ pub(crate) async fn key_cmd<A: KeyAccess>(a: &A, cmd: &KeyCmd) -> anyhow::Result
         }
         KeyCmd::Checksum { path } => {
             let c = a.key_checksum(KeyPath::parse(path)?).await?;
-            println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
+            if json_out {
+                output::json(&json!({
+                    "algorithm": c.kind.as_str_name(),
+                    "checksum": format!("{:08x}", c.crc),
+                    "size": c.size,
+                    "path": path,
+                }));
+            } else {
+                println!("{} {:08x} {} {path}", c.kind.as_str_name(), c.crc, c.size);
+            }
+        }
+        KeyCmd::Cp { bucket, from, to } => {
+            let (v, b) = OzonePath::bucket_path(bucket)?;
+            let r = a.open_key(KeyPath::new(&v, &b, from)).await?;
+            let mut w = a.create_key(KeyPath::new(&v, &b, to)).await?;
+            let mut buf = vec![0u8; 4 << 20];
+            let mut pos = 0u64;
+            let mut progress = Progress::new(Some(r.size()));
+            while pos < r.size() {
+                let n = ((r.size() - pos) as usize).min(buf.len());
+                r.read_exact_at(pos, &mut buf[..n]).await?;
+                w.write(&buf[..n]).await?;
+                pos += n as u64;
+                progress.advance(n);
+            }
+            progress.finish();
+            r.close().await?;
+            let key = w.close().await?;
+            return Ok(Some(Moved {
+                verb: "copied",
+                bytes: key.size,
+                secs: t.elapsed().as_secs_f64(),
+                detail: format!("/{v}/{b}/{from} to /{v}/{b}/{to}"),
+            }));
+        }
+        KeyCmd::Rename { .. } => {
+            bail!("key rename goes to the OM: drop --sidecar");
         }
     }
     Ok(None)
+}
+
+async fn put<A: KeyAccess, R: tokio::io::AsyncRead + Unpin + Send>(
+    a: &A,
+    p: KeyPath<'_>,
+    mut input: Counted<R>,
+) -> ozone_client::Result<KeyInfo> {
+    let r = a.put_key(p, &mut input).await;
+    input.progress.finish();
+    r
+}
+
+fn print_keys(keys: &[KeyInfo], long: bool, json_out: bool) {
+    if json_out {
+        output::json(&Value::Array(
+            keys.iter()
+                .map(|k| {
+                    json!({
+                        "name": k.name,
+                        "size": k.size,
+                        "replication": replication_name(k.replication),
+                        "modificationTime": time(k.modified_ms),
+                    })
+                })
+                .collect(),
+        ));
+    } else if long {
+        for k in keys {
+            println!(
+                "{:<5}  {:>14}  {}  {}",
+                replication_name(k.replication),
+                k.size,
+                time(k.modified_ms),
+                k.name
+            );
+        }
+    } else {
+        for k in keys {
+            println!("{}\t{}", k.size, k.name);
+        }
+    }
 }
 
 pub(crate) fn summary(m: &Moved, tail: &str) {
@@ -154,6 +414,62 @@ pub(crate) fn summary(m: &Moved, tail: &str) {
     );
 }
 
+fn volume_of(path: &str) -> anyhow::Result<String> {
+    let p = OzonePath::parse(path)?;
+    if p.bucket.is_some() {
+        bail!("expected /VOLUME, got {path}");
+    }
+    Ok(p.volume)
+}
+
+fn print_volume(v: &VolumeInfo, json_out: bool) {
+    if json_out {
+        return output::json(&volume_json(v));
+    }
+    println!("volume:           /{}", v.name);
+    println!("created:          {}", time(v.created_ms));
+    println!("space quota:      {}", quota(v.quota_in_bytes, true));
+    println!("namespace quota:  {}", quota(v.quota_in_namespace, false));
+    println!(
+        "used:             {} ({} bytes), {} bucket(s)",
+        human(v.used_bytes),
+        v.used_bytes,
+        v.used_namespace
+    );
+}
+
+fn print_bucket(b: &BucketInfo, json_out: bool) {
+    if json_out {
+        return output::json(&bucket_json(b));
+    }
+    println!("bucket:           /{}/{}", b.volume, b.name);
+    println!("layout:           {}", b.layout().as_str_name());
+    println!("created:          {}", time(b.created_ms));
+    println!("space quota:      {}", quota(b.quota_in_bytes, true));
+    println!("namespace quota:  {}", quota(b.quota_in_namespace, false));
+    println!(
+        "used:             {} ({} bytes, replicas counted), {} name(s)",
+        human(b.used_bytes),
+        b.used_bytes,
+        b.used_namespace
+    );
+}
+
+async fn set_quota(
+    client: &ozone_client::Client,
+    volume: &str,
+    bucket: &str,
+    q: &QuotaArgs,
+) -> anyhow::Result<()> {
+    if q.space_quota.is_none() && q.namespace_quota.is_none() {
+        return Ok(());
+    }
+    client
+        .set_quota(volume, bucket, q.space_quota, q.namespace_quota)
+        .await?;
+    Ok(())
+}
+
 pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
     let conf = cli.conf()?;
     if let Some(socket) = conf.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
@@ -161,50 +477,120 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             bail!("only key commands go through a sidecar; drop --sidecar for volumes and buckets");
         };
         let sc = ozone_client::SidecarClient::unix(&socket)?;
-        if let Some(m) = key_cmd(&sc, cmd).await? {
+        if let Some(m) = key_cmd(&sc, cmd, cli.json).await? {
             summary(&m, " through the sidecar");
         }
         return Ok(());
     }
     let client = cli.client_of(&conf)?;
+    let json_out = cli.json;
     match cmd {
         ShCmd::Volume { cmd } => match cmd {
-            VolumeCmd::Create { path } => {
-                let p = OzonePath::parse(path)?;
-                if p.bucket.is_some() {
-                    bail!("expected /VOLUME, got {path}");
-                }
-                client.create_volume(&p.volume).await?;
-                println!("created volume /{}", p.volume);
+            VolumeCmd::Create { path, quota } => {
+                let v = volume_of(path)?;
+                client.create_volume(&v).await?;
+                set_quota(&client, &v, "", quota).await?;
+                println!("created volume /{v}");
             }
             VolumeCmd::Ls => {
-                for v in client.list_volumes().await? {
-                    println!("/{}", v.name);
+                let vols = client.list_volumes().await?;
+                if json_out {
+                    output::json(&Value::Array(vols.iter().map(volume_json).collect()));
+                } else {
+                    for v in vols {
+                        println!("/{}", v.name);
+                    }
                 }
+            }
+            VolumeCmd::Info { path } => {
+                print_volume(&client.volume_info(&volume_of(path)?).await?, json_out);
+            }
+            VolumeCmd::Delete { path } => {
+                let v = volume_of(path)?;
+                client.delete_volume(&v).await?;
+                println!("deleted volume /{v}");
+            }
+            VolumeCmd::Setquota { path, quota } => {
+                let v = volume_of(path)?;
+                if quota.space_quota.is_none() && quota.namespace_quota.is_none() {
+                    bail!("give --space-quota and/or --namespace-quota");
+                }
+                set_quota(&client, &v, "", quota).await?;
+                print_volume(&client.volume_info(&v).await?, false);
+            }
+            VolumeCmd::Clrquota { path, which } => {
+                let v = volume_of(path)?;
+                let q = QuotaArgs {
+                    space_quota: which.space_quota.then_some(0),
+                    namespace_quota: which.namespace_quota.then_some(0),
+                };
+                set_quota(&client, &v, "", &q).await?;
+                print_volume(&client.volume_info(&v).await?, false);
             }
         },
         ShCmd::Bucket { cmd } => match cmd {
-            BucketCmd::Create { path, layout } => {
+            BucketCmd::Create {
+                path,
+                layout,
+                quota,
+            } => {
                 let (v, b) = OzonePath::bucket_path(path)?;
                 let layout = match layout.as_str() {
                     "FILE_SYSTEM_OPTIMIZED" | "FSO" => BucketLayout::FileSystemOptimized,
                     _ => BucketLayout::ObjectStore,
                 };
                 client.create_bucket_with_layout(&v, &b, layout).await?;
+                set_quota(&client, &v, &b, quota).await?;
                 println!("created bucket /{v}/{b} ({})", layout.as_str_name());
             }
             BucketCmd::Ls { path } => {
-                let p = OzonePath::parse(path)?;
-                for b in client.list_buckets(&p.volume).await? {
-                    println!("/{}/{}", b.volume, b.name);
+                let buckets = client.list_buckets(&volume_of(path)?).await?;
+                if json_out {
+                    output::json(&Value::Array(buckets.iter().map(bucket_json).collect()));
+                } else {
+                    for b in buckets {
+                        println!("/{}/{}", b.volume, b.name);
+                    }
                 }
             }
+            BucketCmd::Info { path } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                print_bucket(&client.bucket_info(&v, &b).await?, json_out);
+            }
+            BucketCmd::Delete { path } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                client.delete_bucket(&v, &b).await?;
+                println!("deleted bucket /{v}/{b}");
+            }
+            BucketCmd::Setquota { path, quota } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                if quota.space_quota.is_none() && quota.namespace_quota.is_none() {
+                    bail!("give --space-quota and/or --namespace-quota");
+                }
+                set_quota(&client, &v, &b, quota).await?;
+                print_bucket(&client.bucket_info(&v, &b).await?, false);
+            }
+            BucketCmd::Clrquota { path, which } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                let q = QuotaArgs {
+                    space_quota: which.space_quota.then_some(0),
+                    namespace_quota: which.namespace_quota.then_some(0),
+                };
+                set_quota(&client, &v, &b, &q).await?;
+                print_bucket(&client.bucket_info(&v, &b).await?, false);
+            }
         },
+        ShCmd::Key {
+            cmd: KeyCmd::Rename { bucket, from, to },
+        } => {
+            let (v, b) = OzonePath::bucket_path(bucket)?;
+            client.rename_key(KeyPath::new(&v, &b, from), to).await?;
+            println!("renamed /{v}/{b}/{from} to /{v}/{b}/{to}");
+        }
         ShCmd::Key { cmd } => {
-            if let Some(m) = key_cmd(&client, cmd).await? {
+            if let Some(m) = key_cmd(&client, cmd, json_out).await? {
                 let s = client.stats();
                 let tail = if m.verb == "read" {
-                    tracing::info!(short_circuit_bytes = s.short_circuit_bytes, fallbacks = ?client.short_circuit_fallbacks(), "read done");
                     format!(
                         "; node-local replica: {} bytes, remote: {} bytes, short-circuit: {} bytes",
                         s.local_bytes, s.remote_bytes, s.short_circuit_bytes
@@ -217,4 +603,35 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_get_into_a_directory_takes_the_keys_last_name_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(destination(d, "a/b/c.bin").unwrap(), d.join("c.bin"));
+        assert_eq!(destination(d, "c.bin").unwrap(), d.join("c.bin"));
+        let f = d.join("out");
+        assert_eq!(destination(&f, "a/b").unwrap(), f);
+        assert!(destination(d, "a/").is_err());
+    }
+
+    #[test]
+    fn a_partial_file_is_removed_unless_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("k.bin");
+        let p = Partial::new(&dest);
+        std::fs::write(&p.tmp, b"half").unwrap();
+        drop(p);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let p = Partial::new(&dest);
+        std::fs::write(&p.tmp, b"all").unwrap();
+        p.finish().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"all");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

@@ -370,7 +370,11 @@ fn the_fs_shell_works_on_a_file_system_bucket() {
     assert!(String::from_utf8_lossy(&obs.stderr).contains("FILE_SYSTEM_OPTIMIZED"));
     let usage = ozone(env, &["fs", "-frobnicate", "/vol1/fsb"]);
     assert!(!usage.status.success());
-    assert!(String::from_utf8_lossy(&usage.stderr).contains("Usage: ozone fs"));
+    let said = String::from_utf8_lossy(&usage.stderr);
+    assert_eq!(
+        said.trim(),
+        "error: unknown command -frobnicate; see `ozone fs -help`"
+    );
 }
 
 /// The pid of the process whose command line contains `needle`.
@@ -451,6 +455,7 @@ fn local_up_survives_a_killed_datanode_and_restarts_it() {
                 "sh",
                 "key",
                 "get",
+                "--force",
                 "/vol1/bkt1/k",
                 again.to_str().unwrap(),
             ],
@@ -471,4 +476,251 @@ fn local_up_survives_a_killed_datanode_and_restarts_it() {
     assert!(
         String::from_utf8_lossy(&none.stderr).contains("no local cluster runs in /nonexistent")
     );
+}
+
+fn fails(env: &str, args: &[&str]) -> String {
+    let out = ozone(env, args);
+    assert!(!out.status.success(), "ozone {args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(err.lines().count(), 1, "one error line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+/// What an Ozone or HDFS user reaches for: volume and bucket info, delete
+/// and quotas; key rename, cp, paged long listings, `-` for standard
+/// streams, --json; the fs shell's other commands; the rules for output
+/// (one result, one error line, no log lines) and for bad addresses and
+/// names.
+#[test]
+fn the_shells_do_what_ozone_and_hdfs_users_expect() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut up, env) = local_up(dir.path(), 3);
+    let env = env.as_str();
+    ok(
+        env,
+        &["sh", "volume", "create", "--namespace-quota", "2", "/vol"],
+    );
+    ok(
+        env,
+        &[
+            "sh",
+            "bucket",
+            "create",
+            "--space-quota",
+            "30000",
+            "/vol/bkt",
+        ],
+    );
+    ok(
+        env,
+        &["sh", "bucket", "create", "--layout", "FSO", "/vol/fsb"],
+    );
+    let e = fails(env, &["sh", "bucket", "create", "/vol/third"]);
+    assert!(e.contains("volume /vol namespace quota exceeded"), "{e}");
+    // 3 replicas x 6000 bytes fit in 30000; another 6000 do not.
+    let src = dir.path().join("six.bin");
+    std::fs::write(&src, data::bytes(1, 6000)).unwrap();
+    let put = ozone(
+        env,
+        &["sh", "key", "put", "/vol/bkt/a", src.to_str().unwrap()],
+    );
+    assert!(put.status.success());
+    // The summary goes to stderr, never a log line.
+    let said = String::from_utf8_lossy(&put.stderr);
+    assert!(
+        said.starts_with("wrote ") && !said.contains("INFO"),
+        "{said}"
+    );
+    let e = fails(
+        env,
+        &["sh", "key", "put", "/vol/bkt/b", src.to_str().unwrap()],
+    );
+    assert!(e.contains("bucket /vol/bkt space quota exceeded"), "{e}");
+    let info: serde_json::Value =
+        serde_json::from_str(&ok(env, &["--json", "sh", "bucket", "info", "/vol/bkt"])).unwrap();
+    assert_eq!(info["usedBytes"], 18000);
+    assert_eq!(info["usedNamespace"], 1);
+    assert_eq!(info["quotaInBytes"], 30000);
+    ok(
+        env,
+        &["sh", "bucket", "clrquota", "--space-quota", "/vol/bkt"],
+    );
+    // Standard input in, standard output out.
+    let piped = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "printf 'from stdin' | {ozone} sh key put /vol/bkt/in - && {ozone} sh key get /vol/bkt/in -",
+            ozone = exe().display()
+        ))
+        .envs(env.lines().filter_map(|l| {
+            l.strip_prefix("export ")
+                .and_then(|kv| kv.split_once('='))
+        }))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), "from stdin");
+    // cp, rename, paged and long listings.
+    ok(env, &["sh", "key", "cp", "/vol/bkt", "a", "c"]);
+    ok(env, &["sh", "key", "rename", "/vol/bkt", "c", "d"]);
+    let e = fails(env, &["sh", "key", "rename", "/vol/bkt", "d", "a"]);
+    assert!(e.contains("already exists"), "{e}");
+    let ls = ok(
+        env,
+        &[
+            "sh", "key", "ls", "/vol/bkt", "--start", "a", "--length", "1",
+        ],
+    );
+    assert_eq!(ls.trim(), "6000\td");
+    let long = ok(env, &["sh", "key", "ls", "--long", "/vol/bkt"]);
+    assert!(
+        long.lines()
+            .all(|l| l.starts_with("THREE") && l.contains(" UTC ")),
+        "{long}"
+    );
+    let keys: serde_json::Value =
+        serde_json::from_str(&ok(env, &["--json", "sh", "key", "ls", "/vol/bkt"])).unwrap();
+    assert_eq!(keys.as_array().unwrap().len(), 3);
+    let info = ok(env, &["sh", "key", "info", "/vol/bkt/d"]);
+    assert!(
+        info.contains("created: 20") && info.contains(" UTC"),
+        "{info}"
+    );
+    // Names that would lead elsewhere are refused.
+    let e = fails(
+        env,
+        &[
+            "sh",
+            "key",
+            "put",
+            "/vol/bkt/../../etc/x",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("'..'"), "{e}");
+    // A get into a directory writes the key's last name there, keeps an
+    // existing file unless --force, and an output error is the output's:
+    // no replica is blamed, no failover.
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    ok(
+        env,
+        &["sh", "key", "get", "/vol/bkt/d", out.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(out.join("d")).unwrap(), data::bytes(1, 6000));
+    let e = fails(
+        env,
+        &["sh", "key", "get", "/vol/bkt/d", out.to_str().unwrap()],
+    );
+    assert!(e.contains("--force"), "{e}");
+    let full = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} sh key get /vol/bkt/d - > /dev/full",
+            exe().display()
+        ))
+        .envs(
+            env.lines()
+                .filter_map(|l| l.strip_prefix("export ").and_then(|kv| kv.split_once('='))),
+        )
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&full.stderr);
+    assert!(!full.status.success());
+    assert!(
+        e.contains("No space left on device") && !e.contains("replica"),
+        "{e}"
+    );
+    // The fs shell's other commands.
+    ok(env, &["fs", "-mkdir", "-p", "/vol/fsb/d/e"]);
+    ok(env, &["fs", "-touchz", "/vol/fsb/d/empty"]);
+    ok(
+        env,
+        &["fs", "-put", src.to_str().unwrap(), "/vol/fsb/d/six"],
+    );
+    ok(env, &["fs", "-cp", "/vol/fsb/d/six", "/vol/bkt/from-fs"]);
+    assert_eq!(
+        ozone(env, &["fs", "-tail", "/vol/fsb/d/six"]).stdout,
+        data::bytes(1, 6000)[6000 - 1024..]
+    );
+    let count = ok(env, &["fs", "-count", "/vol/fsb/d"]);
+    let cols: Vec<&str> = count.split_whitespace().collect();
+    assert_eq!(cols, ["2", "2", "6000", "/vol/fsb/d"], "{count}");
+    assert!(ok(env, &["fs", "-ls", "-h", "/vol/fsb/d"]).contains("5.9 KiB"));
+    assert!(ok(env, &["fs", "-du", "-s", "-h", "/vol/fsb/d"]).starts_with("5.9 KiB"));
+    let e = fails(env, &["fs", "-rmdir", "/vol/fsb/d"]);
+    assert!(e.contains("not empty"), "{e}");
+    ok(env, &["fs", "-rmdir", "/vol/fsb/d/e"]);
+    let e = fails(
+        env,
+        &[
+            "fs",
+            "-get",
+            "/vol/fsb/d/six",
+            out.join("d").to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("-f"), "{e}");
+    let e = fails(env, &["fs", "-chmod", "644", "/vol/fsb/d/six"]);
+    assert!(e.contains("not supported"), "{e}");
+    assert!(ok(env, &["fs", "-ls", "/"]).contains(" /vol\n"));
+    assert!(ok(env, &["fs", "-ls", "/vol"]).contains(" /vol/fsb\n"));
+    let df = ok(env, &["fs", "-df"]);
+    assert_eq!(df.lines().count(), 2, "{df}");
+    let files = ok(env, &["sh", "key", "ls", "/vol/fsb"]);
+    assert_eq!(files, "0\td/empty\n6000\td/six\n");
+    // Only empty volumes and buckets go.
+    let e = fails(env, &["sh", "bucket", "delete", "/vol/bkt"]);
+    assert!(e.contains("not empty"), "{e}");
+    for k in ["a", "d", "in", "from-fs"] {
+        ok(env, &["sh", "key", "rm", &format!("/vol/bkt/{k}")]);
+    }
+    ok(env, &["sh", "bucket", "delete", "/vol/bkt"]);
+    let e = fails(env, &["sh", "volume", "delete", "/vol"]);
+    assert!(e.contains("1 bucket(s)"), "{e}");
+    // Admin: a datanode by its node name; a decommission that could never
+    // finish is refused, and says why.
+    let st = ok(env, &["admin", "datanode", "status", "node3"]);
+    assert!(st.contains("node:               node3"), "{st}");
+    let e = fails(env, &["admin", "datanode", "decommission", "node3"]);
+    assert!(
+        e.contains("could never finish") && e.contains("--force"),
+        "{e}"
+    );
+    let dns: serde_json::Value =
+        serde_json::from_str(&ok(env, &["--json", "admin", "datanode", "list"])).unwrap();
+    assert_eq!(dns.as_array().unwrap().len(), 3);
+    assert!(ok(env, &["version"]).starts_with("ozone "));
+    // A datanode's port is not an OM; a closed port and an unknown host
+    // fail within seconds, naming the address.
+    let dn = dns[0]["address"].as_str().unwrap();
+    let t = std::time::Instant::now();
+    let e = fails("", &["--om", dn, "sh", "volume", "ls"]);
+    assert!(e.contains(&format!("{dn} is not an OM")), "{e}");
+    let e = fails("", &["--om", "127.0.0.1:1", "sh", "volume", "ls"]);
+    assert!(e.contains("cannot reach the OM at 127.0.0.1:1"), "{e}");
+    let e = fails(
+        "",
+        &["--om", "no-such-host.invalid:9862", "sh", "volume", "ls"],
+    );
+    assert!(e.contains("no-such-host.invalid:9862"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    // An unknown config key is one warning line, not a log line.
+    let out = ozone(
+        env,
+        &[
+            "--set",
+            "ozone.client.verfy.checksum=false",
+            "sh",
+            "volume",
+            "ls",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("warning: unknown config key ozone.client.verfy.checksum")
+            && err.contains("did you mean ozone.client.verify.checksum"),
+        "{err}"
+    );
+    let _ = up.0.kill();
 }

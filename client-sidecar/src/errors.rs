@@ -27,6 +27,7 @@ pub fn status(e: ClientError) -> Status {
         }
         ClientError::OutOfRange { .. } => Status::out_of_range(m),
         ClientError::Precondition(_) => Status::failed_precondition(m),
+        ClientError::Exhausted(_) => Status::resource_exhausted(m),
         ClientError::Unavailable(_) | ClientError::AllReplicasFailed { .. } => {
             Status::unavailable(m)
         }

@@ -151,6 +151,19 @@ pub trait FsAccess: KeyAccess {
 
     /// Whether the file at `path` is closed (not being written).
     fn is_file_closed(&self, path: KeyPath<'_>) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Every volume (`ozone fs -ls /`).
+    fn volumes(&self) -> impl Future<Output = Result<Vec<ozone_proto::VolumeInfo>>> + Send;
+
+    /// Capacity and use of the datanodes in service, in bytes (`ozone fs
+    /// -df`).
+    fn capacity(&self) -> impl Future<Output = Result<(u64, u64)>> + Send;
+
+    /// The buckets of `volume` (`ozone fs -ls /VOLUME`).
+    fn buckets(
+        &self,
+        volume: &str,
+    ) -> impl Future<Output = Result<Vec<ozone_proto::BucketInfo>>> + Send;
 }
 
 /// Reads of an open key.

@@ -24,8 +24,14 @@ pub struct ClientConfig {
     /// Node this client runs on (`NODE_NAME`), for local-first placement
     /// and reads.
     pub node_name: Option<String>,
-    /// How long OM calls are retried while the OM is unavailable.
+    /// How long OM calls are retried while an OM reached before is
+    /// unavailable (restarting).
     pub om_retry_timeout: Duration,
+    /// Connection attempts to an OM never reached before giving up (a
+    /// wrong address fails fast).
+    pub om_connect_attempts: u32,
+    /// Pause between those attempts.
+    pub om_connect_wait: Duration,
     /// Largest gRPC message.
     pub max_message_size: usize,
     /// Block allocations a write may use before giving up.
@@ -117,6 +123,10 @@ impl ClientConfig {
             replication,
             node_name: None,
             om_retry_timeout: conf.value(&keys::OM_RETRY_TIMEOUT)?,
+            om_connect_attempts: conf
+                .value(&keys::FAILOVER_MAX_ATTEMPTS)?
+                .clamp(1, u32::MAX as u64) as u32,
+            om_connect_wait: Duration::from_millis(conf.value(&keys::WAIT_BETWEEN_RETRIES)?),
             max_message_size,
             max_block_attempts: 8,
             short_circuit_mode,

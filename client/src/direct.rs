@@ -73,11 +73,7 @@ impl Client {
     /// A client for the cluster whose OM is at `config.om_address`
     /// (connections are made on first use).
     pub fn connect(config: ClientConfig) -> Result<Self> {
-        let om = om::Om::new(
-            &config.om_address,
-            config.om_retry_timeout,
-            config.max_message_size,
-        )?;
+        let om = om::Om::new(&config)?;
         let verify = config.verify_checksum;
         let sc = config.short_circuit.clone().map(|c| {
             let name = format!(
@@ -221,6 +217,94 @@ impl Client {
         Ok(r.buckets)
     }
 
+    /// A volume with its quotas and use.
+    pub async fn volume_info(&self, volume: &str) -> Result<VolumeInfo> {
+        let req = GetVolumeRequest {
+            volume: volume.into(),
+        };
+        om_call!(self.inner.om, get_volume, req)
+    }
+
+    /// A bucket with its layout, quotas and use.
+    pub async fn bucket_info(&self, volume: &str, bucket: &str) -> Result<BucketInfo> {
+        let req = GetBucketRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+        };
+        om_call!(self.inner.om, get_bucket, req)
+    }
+
+    /// Deletes an empty volume.
+    pub async fn delete_volume(&self, volume: &str) -> Result<()> {
+        let req = GetVolumeRequest {
+            volume: volume.into(),
+        };
+        om_call!(self.inner.om, delete_volume, req)?;
+        Ok(())
+    }
+
+    /// Deletes an empty bucket.
+    pub async fn delete_bucket(&self, volume: &str, bucket: &str) -> Result<()> {
+        let req = GetBucketRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+        };
+        om_call!(self.inner.om, delete_bucket, req)?;
+        Ok(())
+    }
+
+    /// Sets the space (bytes, replicas counted) and namespace quotas of a
+    /// volume (`bucket` empty) or bucket: `None` leaves one as it is, 0
+    /// clears it.
+    pub async fn set_quota(
+        &self,
+        volume: &str,
+        bucket: &str,
+        bytes: Option<u64>,
+        names: Option<u64>,
+    ) -> Result<()> {
+        let req = SetQuotaRequest {
+            volume: volume.into(),
+            bucket: bucket.into(),
+            quota_in_bytes: bytes,
+            quota_in_namespace: names,
+        };
+        om_call!(self.inner.om, set_quota, req)?;
+        Ok(())
+    }
+
+    /// Renames a key within its bucket (a file, or a directory with what it
+    /// holds, in a file-system bucket); the new name must be free.
+    pub async fn rename_key(&self, from: KeyPath<'_>, to: &str) -> Result<()> {
+        ozone_common::names::check_key_name(to)?;
+        let req = RenameKeyRequest {
+            volume: from.volume.into(),
+            bucket: from.bucket.into(),
+            from: from.key.into(),
+            to: to.into(),
+        };
+        om_call!(self.inner.om, rename_key, req)?;
+        Ok(())
+    }
+
+    /// One page of keys starting with `prefix.key`, after `start_after`
+    /// (file-system buckets: files by full path).
+    pub async fn list_keys_page(
+        &self,
+        prefix: KeyPath<'_>,
+        start_after: &str,
+        limit: u32,
+    ) -> Result<Vec<KeyInfo>> {
+        let req = ListKeysRequest {
+            volume: prefix.volume.into(),
+            bucket: prefix.bucket.into(),
+            prefix: prefix.key.into(),
+            start_after: start_after.into(),
+            limit,
+        };
+        Ok(om_call!(self.inner.om, list_keys, req)?.keys)
+    }
+
     /// Datanodes known to the OM.
     pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
         let r = om_call!(self.inner.om, list_datanodes, ListDatanodesRequest {})?;
@@ -235,9 +319,23 @@ impl Client {
         datanode: &str,
         state: OperationalState,
     ) -> Result<DatanodeDetails> {
+        self.set_operational_state_with(datanode, state, false)
+            .await
+    }
+
+    /// [`Self::set_operational_state`]; with `force` a decommission is
+    /// accepted even when too few datanodes would stay in service for it
+    /// to finish.
+    pub async fn set_operational_state_with(
+        &self,
+        datanode: &str,
+        state: OperationalState,
+        force: bool,
+    ) -> Result<DatanodeDetails> {
         let req = SetOperationalStateRequest {
             datanode: datanode.to_string(),
             state: state as i32,
+            force,
         };
         let r = om_call!(self.inner.om, set_operational_state, req)?;
         r.datanode.ok_or_else(|| ClientError::Rpc {

@@ -15,13 +15,16 @@ pub enum ClientError {
     InvalidArgument(String),
     #[error("read of {len} bytes at offset {offset} is past the end of a {size}-byte key")]
     OutOfRange { offset: u64, len: u64, size: u64 },
-    #[error("service unavailable: {0}")]
+    #[error("{0}")]
     Unavailable(String),
     /// The path's state forbids the operation (a directory not empty, a
     /// file where a directory is needed, a file being written, an
     /// object-store bucket).
     #[error("{0}")]
     Precondition(String),
+    /// A quota is full, or no datanodes can take a block.
+    #[error("{0}")]
+    Exhausted(String),
     #[error("block {block}: every replica failed: {errors}")]
     AllReplicasFailed { block: String, errors: String },
     #[error("write failed after {attempts} block allocations: {last}")]
@@ -36,6 +39,10 @@ pub enum ClientError {
     Rpc { code: tonic::Code, message: String },
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// Writing what was read failed (the destination's fault, not a
+    /// replica's).
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
 }
 
 impl From<tonic::Status> for ClientError {
@@ -47,6 +54,7 @@ impl From<tonic::Status> for ClientError {
             tonic::Code::InvalidArgument => ClientError::InvalidArgument(m),
             tonic::Code::Unavailable => ClientError::Unavailable(m),
             tonic::Code::FailedPrecondition => ClientError::Precondition(m),
+            tonic::Code::ResourceExhausted => ClientError::Exhausted(m),
             code => ClientError::Rpc { code, message: m },
         }
     }

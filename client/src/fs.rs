@@ -97,4 +97,20 @@ impl FsAccess for Client {
         let r = om_call!(self.inner.om, is_file_closed, req)?;
         Ok(r.closed)
     }
+
+    async fn volumes(&self) -> Result<Vec<VolumeInfo>> {
+        self.list_volumes().await
+    }
+
+    async fn capacity(&self) -> Result<(u64, u64)> {
+        let live = self.list_datanodes().await?.into_iter().filter(|d| {
+            d.state == NodeState::Healthy as i32
+                && d.operational_state == OperationalState::InService as i32
+        });
+        Ok(live.fold((0, 0), |(c, u), d| (c + d.capacity, u + d.used)))
+    }
+
+    async fn buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
+        self.list_buckets(volume).await
+    }
 }

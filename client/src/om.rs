@@ -1,11 +1,14 @@
 //! Calls to the OM, retried while it is unavailable (e.g. restarting).
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 use tonic::transport::Channel;
 
+use crate::ClientConfig;
 use crate::error::{ClientError, Result};
 
 /// Calls OM method `$method` with `$req` (cloned per attempt) through
@@ -26,7 +29,14 @@ pub(crate) use om_call;
 #[derive(Clone)]
 pub struct Om {
     client: OzoneManagerClient<Channel>,
+    address: String,
     retry_for: Duration,
+    connect_attempts: u32,
+    connect_wait: Duration,
+    /// Whether the OM ever answered: a connection refused after that is a
+    /// restarting OM (retried for `retry_for`), before it a wrong address
+    /// (retried `connect_attempts` times).
+    reached: Arc<AtomicBool>,
 }
 
 /// Whether an OM error may go away by retrying (the OM answers a placement
@@ -38,9 +48,30 @@ pub fn transient(s: &tonic::Status) -> bool {
     )
 }
 
+/// The innermost cause of a failed connection (refused, unknown host,
+/// timed out), or `None` when the call reached a server.
+pub fn connect_failure(s: &tonic::Status) -> Option<String> {
+    if s.code() != tonic::Code::Unavailable {
+        return None;
+    }
+    let mut cause: &dyn std::error::Error = std::error::Error::source(s)?;
+    let mut connect = false;
+    loop {
+        let text = cause.to_string();
+        connect |= text.contains("connect") || text.contains("dns");
+        match cause.source() {
+            Some(next) => cause = next,
+            None => break,
+        }
+    }
+    let text = cause.to_string();
+    (connect || cause.downcast_ref::<std::io::Error>().is_some()).then_some(text)
+}
+
 impl Om {
-    /// Connects lazily to `address`.
-    pub fn new(address: &str, retry_for: Duration, max_message_size: usize) -> Result<Self> {
+    /// Connects lazily to the OM at `config.om_address`.
+    pub fn new(config: &ClientConfig) -> Result<Self> {
+        let address = config.om_address.as_str();
         let ch = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
             .map_err(|e| ClientError::InvalidArgument(format!("OM address {address:?}: {e}")))?
             .connect_timeout(Duration::from_secs(3))
@@ -48,15 +79,22 @@ impl Om {
             .connect_lazy();
         Ok(Self {
             client: OzoneManagerClient::new(ch)
-                .max_decoding_message_size(max_message_size)
-                .max_encoding_message_size(max_message_size),
-            retry_for,
+                .max_decoding_message_size(config.max_message_size)
+                .max_encoding_message_size(config.max_message_size),
+            address: address.to_string(),
+            retry_for: config.om_retry_timeout,
+            connect_attempts: config.om_connect_attempts.max(1),
+            connect_wait: config.om_connect_wait,
+            reached: Arc::new(AtomicBool::new(false)),
         })
     }
 
     /// Runs `f` against the OM, retrying transient failures with backoff.
     /// Returns the final status and whether an earlier attempt failed
-    /// transiently (its effect may have happened).
+    /// transiently (its effect may have happened). A connection that fails
+    /// (refused, unknown host) before the OM ever answered is tried
+    /// `ozone.client.failover.max.attempts` times; the error names the
+    /// address and what was tried.
     pub async fn call_raw<T, F, Fut>(
         &self,
         mut f: F,
@@ -68,17 +106,74 @@ impl Om {
         let start = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut retried = false;
+        let mut attempts = 0u32;
         loop {
-            match f(self.client.clone()).await {
-                Ok(r) => return (Ok(r.into_inner()), retried),
-                Err(s) if transient(&s) && start.elapsed() < self.retry_for => {
-                    tracing::debug!("OM unavailable, retrying: {}", s.message());
-                    retried = true;
+            attempts += 1;
+            let s = match f(self.client.clone()).await {
+                Ok(r) => {
+                    self.reached.store(true, Ordering::Relaxed);
+                    return (Ok(r.into_inner()), retried);
+                }
+                Err(s) => s,
+            };
+            let refused = connect_failure(&s);
+            if refused.is_none() {
+                // The OM (or something at its address) answered.
+                self.reached.store(true, Ordering::Relaxed);
+            }
+            let first_contact = !self.reached.load(Ordering::Relaxed);
+            let retry = match &refused {
+                Some(_) if first_contact => attempts < self.connect_attempts,
+                _ => transient(&s) && start.elapsed() < self.retry_for,
+            };
+            if retry {
+                tracing::debug!("OM at {} unavailable, retrying: {s}", self.address);
+                retried = true;
+                if first_contact {
+                    tokio::time::sleep(self.connect_wait).await;
+                } else {
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
-                Err(s) => return (Err(s), retried),
+                continue;
             }
+            return (Err(self.explain(s, refused, attempts, start)), retried);
+        }
+    }
+
+    /// The final error of a call, saying which address failed and how.
+    fn explain(
+        &self,
+        s: tonic::Status,
+        refused: Option<String>,
+        attempts: u32,
+        start: Instant,
+    ) -> tonic::Status {
+        let addr = &self.address;
+        let tried = format!(
+            "{attempts} attempt{} in {:.1}s",
+            if attempts == 1 { "" } else { "s" },
+            start.elapsed().as_secs_f64()
+        );
+        match refused {
+            Some(cause) => tonic::Status::unavailable(format!(
+                "cannot reach the OM at {addr}: {cause} ({tried}; {} sets the attempts)",
+                if self.reached.load(Ordering::Relaxed) {
+                    "ozone.client.om.retry.timeout"
+                } else {
+                    "ozone.client.failover.max.attempts"
+                }
+            )),
+            None if s.code() == tonic::Code::Unimplemented => {
+                tonic::Status::failed_precondition(format!(
+                    "{addr} is not an OM: it does not serve the OM's calls (a datanode's or \
+                     sidecar's port?)"
+                ))
+            }
+            None if transient(&s) => {
+                tonic::Status::new(s.code(), format!("OM at {addr}: {} ({tried})", s.message()))
+            }
+            None => s,
         }
     }
 

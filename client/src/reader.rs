@@ -35,6 +35,9 @@ pub struct KeyReader {
 enum ReplicaError {
     Checksum(ChecksumError),
     Other(String),
+    /// The destination failed (a full disk): the replica is not to blame
+    /// and no other replica is tried.
+    Output(std::io::Error),
 }
 
 impl KeyReader {
@@ -167,6 +170,7 @@ impl KeyReader {
                 tracing::info!(block = %id.display(), datanode = %dn.id, "replica read failed: {m}");
                 errors.push(format!("{}: {m}", dn.id));
             }
+            ReplicaError::Output(e) => errors.push(format!("output: {e}")),
         }
         self.inner.stats.failovers.fetch_add(1, Ordering::Relaxed);
     }
@@ -348,9 +352,7 @@ impl KeyReader {
             self.check_piece(&r, *pos, len, self.verify)?;
             let skip = (*pos - r.data_offset) as usize;
             let piece: Bytes = r.data.slice(skip..skip + len as usize);
-            w.write_all(&piece)
-                .await
-                .map_err(|e| ReplicaError::Other(format!("output: {e}")))?;
+            w.write_all(&piece).await.map_err(ReplicaError::Output)?;
             *pos += len;
         }
         Ok(())
@@ -401,7 +403,7 @@ impl KeyRead for KeyReader {
                 while pos < b.length {
                     let n = ((b.length - pos) as usize).min(buf.len());
                     self.read_block(b, pos, &mut buf[..n], self.verify).await?;
-                    w.write_all(&buf[..n]).await?;
+                    w.write_all(&buf[..n]).await.map_err(ClientError::Output)?;
                     pos += n as u64;
                 }
                 total += b.length;
@@ -423,6 +425,7 @@ impl KeyRead for KeyReader {
                         self.account(dn, pos - start);
                         break;
                     }
+                    Err(ReplicaError::Output(e)) => return Err(ClientError::Output(e)),
                     Err(e) => {
                         self.account(dn, pos - start);
                         self.failed(id, dn, e, &mut errors).await
@@ -437,7 +440,7 @@ impl KeyRead for KeyReader {
             }
             total += b.length;
         }
-        w.flush().await?;
+        w.flush().await.map_err(ClientError::Output)?;
         Ok(total)
     }
 

@@ -365,6 +365,30 @@ impl FsAccess for SidecarClient {
         Ok(())
     }
 
+    async fn capacity(&self) -> Result<(u64, u64)> {
+        Err(ClientError::Precondition(
+            "the datanodes' capacity is the cluster's: ask the OM (drop --sidecar)".into(),
+        ))
+    }
+
+    async fn volumes(&self) -> Result<Vec<VolumeInfo>> {
+        let r = self.rpc.clone().list_volumes(ListVolumesRequest {}).await?;
+        Ok(r.into_inner().volumes)
+    }
+
+    async fn buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
+        let req = ListBucketsRequest {
+            volume: volume.into(),
+        };
+        Ok(self
+            .rpc
+            .clone()
+            .list_buckets(req)
+            .await?
+            .into_inner()
+            .buckets)
+    }
+
     async fn content_summary(&self, path: KeyPath<'_>) -> Result<ContentSummary> {
         let req = ContentSummaryRequest {
             path: fs_path(path),
@@ -545,10 +569,12 @@ impl KeyRead for SidecarReader {
             .into_inner();
         let mut n = 0u64;
         while let Some(piece) = s.message().await? {
-            w.write_all(&piece.data).await?;
+            w.write_all(&piece.data)
+                .await
+                .map_err(ClientError::Output)?;
             n += piece.data.len() as u64;
         }
-        w.flush().await?;
+        w.flush().await.map_err(ClientError::Output)?;
         if n != self.size {
             return Err(ClientError::Unavailable(format!(
                 "sidecar streamed {n} of {} bytes",

@@ -59,6 +59,11 @@ pub fn check_key_name(name: &str) -> Result<(), NameError> {
     if name.starts_with('/') {
         return bad("must not start with '/'");
     }
+    if name.split('/').any(|seg| seg == "." || seg == "..") {
+        // Such a name would lead a `key get` into a directory, or an
+        // `ozone fs` path, somewhere else.
+        return bad("must not have '.' or '..' path segments");
+    }
     Ok(())
 }
 
@@ -222,5 +227,11 @@ mod tests {
         assert!(OzonePath::parse("/v").is_err());
         assert!(OzonePath::parse("/vol/-bad").is_err());
         assert!(check_key_name("a\0b").is_err());
+        for bad in ["../../etc/passwd", "a/../b", "./a", "a/.", ".."] {
+            assert!(check_key_name(bad).is_err(), "{bad}");
+        }
+        for good in ["a..b", ".hidden", "a/.b/c", "...", "a//b"] {
+            assert!(check_key_name(good).is_ok(), "{good}");
+        }
     }
 }

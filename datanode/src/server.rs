@@ -239,7 +239,7 @@ async fn heartbeat_loop(
                     registered = true;
                     last_full = None;
                     ready.store(true, Ordering::Release);
-                    tracing::info!(om_address = ?details.address, "registered with the OM");
+                    tracing::info!(id = %details.id, address = %details.address, "registered with the OM");
                 }
                 Err(e) => tracing::warn!("register with the OM failed: {}", e.message()),
             }

@@ -75,6 +75,7 @@ impl Registry {
         known
             .iter()
             .find(|d| d.id == name || d.address == name)
+            .or_else(|| only(&|d| d.node_name == name))
             .or_else(|| only(&|d| d.host_name == name))
             .or_else(|| only(&|d| host(d) == name))
             .or_else(|| only(&|d| host(d).split('.').next() == Some(name)))

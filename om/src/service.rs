@@ -25,6 +25,7 @@ impl From<OmError> for Status {
             OmError::Invalid(_) => Status::invalid_argument(m),
             OmError::Unavailable(_) => Status::unavailable(m),
             OmError::Precondition(_) => Status::failed_precondition(m),
+            OmError::QuotaExceeded(_) => Status::resource_exhausted(m),
             OmError::Meta(_) | OmError::Task(_) => Status::internal(m),
         }
     }
@@ -100,6 +101,27 @@ impl OmService {
         Registry::resolve(&known, name)
             .cloned()
             .ok_or_else(|| Status::not_found(format!("no datanode is known as {name:?}")))
+    }
+
+    /// Why decommissioning datanode `id` could never finish: too few other
+    /// healthy datanodes in service to hold three replicas.
+    fn decommission_blocked(&self, id: &str) -> Option<String> {
+        let others = self
+            .registry
+            .all()
+            .iter()
+            .filter(|d| {
+                d.id != id
+                    && d.state == NodeState::Healthy as i32
+                    && self.registry.operational(&d.id) == OperationalState::InService
+            })
+            .count();
+        (others < 3).then(|| {
+            format!(
+                "blocks with replication THREE need 3 healthy datanodes in service besides it; \
+                 {others} are, so its decommission could never finish"
+            )
+        })
     }
 
     async fn run<T: Send + 'static>(
@@ -203,6 +225,73 @@ impl OzoneManager for OmService {
         let v = req.into_inner().volume;
         let buckets = self.run("ListBuckets", move |s| s.list_buckets(&v)).await?;
         Ok(Response::new(ListBucketsResponse { buckets }))
+    }
+
+    async fn get_volume(
+        &self,
+        req: Request<GetVolumeRequest>,
+    ) -> Result<Response<VolumeInfo>, Status> {
+        let v = req.into_inner().volume;
+        let info = self.run("GetVolume", move |s| s.get_volume(&v)).await?;
+        Ok(Response::new(info))
+    }
+
+    async fn get_bucket(
+        &self,
+        req: Request<GetBucketRequest>,
+    ) -> Result<Response<BucketInfo>, Status> {
+        let r = req.into_inner();
+        let info = self
+            .run("GetBucket", move |s| s.get_bucket(&r.volume, &r.bucket))
+            .await?;
+        Ok(Response::new(info))
+    }
+
+    async fn delete_volume(
+        &self,
+        req: Request<GetVolumeRequest>,
+    ) -> Result<Response<DeleteVolumeResponse>, Status> {
+        let v = req.into_inner().volume;
+        self.run("DeleteVolume", move |s| s.delete_volume(&v))
+            .await?;
+        Ok(Response::new(DeleteVolumeResponse {}))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: Request<GetBucketRequest>,
+    ) -> Result<Response<DeleteBucketResponse>, Status> {
+        let r = req.into_inner();
+        self.run("DeleteBucket", move |s| {
+            s.delete_bucket(&r.volume, &r.bucket)
+        })
+        .await?;
+        Ok(Response::new(DeleteBucketResponse {}))
+    }
+
+    async fn set_quota(
+        &self,
+        req: Request<SetQuotaRequest>,
+    ) -> Result<Response<SetQuotaResponse>, Status> {
+        let r = req.into_inner();
+        self.run("SetQuota", move |s| {
+            s.set_quota(&r.volume, &r.bucket, r.quota_in_bytes, r.quota_in_namespace)
+        })
+        .await?;
+        Ok(Response::new(SetQuotaResponse {}))
+    }
+
+    async fn rename_key(
+        &self,
+        req: Request<RenameKeyRequest>,
+    ) -> Result<Response<RenameKeyResponse>, Status> {
+        let r = req.into_inner();
+        check_key_name(&r.to).map_err(invalid)?;
+        self.run("RenameKey", move |s| {
+            s.rename_key(&r.volume, &r.bucket, &r.from, &r.to)
+        })
+        .await?;
+        Ok(Response::new(RenameKeyResponse {}))
     }
 
     async fn open_key(
@@ -566,6 +655,16 @@ impl OzoneManager for OmService {
         };
         let dn = self.find_datanode(&r.datanode).await?;
         let current = self.registry.operational(&dn.id);
+        if state == OperationalState::Decommissioning
+            && current != OperationalState::Decommissioned
+            && !r.force
+            && let Some(why) = self.decommission_blocked(&dn.id)
+        {
+            return Err(Status::failed_precondition(format!(
+                "{} ({}): {why}; add a datanode first, or decommission with --force",
+                dn.id, dn.node_name
+            )));
+        }
         // Decommissioning a decommissioned datanode changes nothing.
         if !(state == OperationalState::Decommissioning
             && current == OperationalState::Decommissioned)
@@ -588,11 +687,16 @@ impl OzoneManager for OmService {
     ) -> Result<Response<DatanodeStatusResponse>, Status> {
         let dn = self.find_datanode(&req.into_inner().datanode).await?;
         let (replicas, needed_elsewhere, copies_in_flight) = self.replication.node_status(&dn.id);
+        let blocked = match self.registry.operational(&dn.id) {
+            OperationalState::Decommissioning => self.decommission_blocked(&dn.id),
+            _ => None,
+        };
         Ok(Response::new(DatanodeStatusResponse {
             datanode: Some(dn),
             replicas,
             needed_elsewhere,
             copies_in_flight,
+            blocked: blocked.unwrap_or_default(),
         }))
     }
 

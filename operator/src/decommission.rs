@@ -69,6 +69,7 @@ impl OmAdmin {
             .set_operational_state(SetOperationalStateRequest {
                 datanode: pod.to_string(),
                 state: state as i32,
+                force: false,
             })
             .await;
         match r {

@@ -6,7 +6,7 @@
 //! `i`), `DIR/node<i>/sockets/` (its socket directory, the hostPath),
 //! `DIR/<node>/app/<sidecar>/` (a sidecar's emptyDir: `sidecar.sock`,
 //! pass-through `sockets/`, and `sidecar.conf`, its ConfigMap),
-//! `DIR/logs/*.log` (process output), `DIR/cluster.env`.
+//! `DIR/logs/*.log` (process output), `DIR/cluster.env`, `DIR/om.port`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -101,6 +101,23 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// The OM port of the cluster in `dir`: the one an earlier run used
+/// (`DIR/om.port`) while it is free, so addresses in scripts and shells stay
+/// valid across restarts; else a free one, remembered.
+fn om_port(dir: &std::path::Path) -> std::io::Result<u16> {
+    let file = dir.join("om.port");
+    if let Some(p) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse::<u16>().ok())
+        && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+    {
+        return Ok(p);
+    }
+    let p = free_port()?;
+    std::fs::write(&file, format!("{p}\n"))?;
+    Ok(p)
+}
+
 impl LocalCluster {
     /// Node name of datanode `i` (0-based): `node<i+1>`.
     pub fn node_name(i: usize) -> String {
@@ -111,7 +128,7 @@ impl LocalCluster {
     /// registered and healthy.
     pub async fn start(spec: LocalSpec) -> Result<Self, LocalError> {
         std::fs::create_dir_all(spec.dir.join("logs")).map_err(io(&spec.dir))?;
-        let om_port = free_port().map_err(io(&spec.dir))?;
+        let om_port = om_port(&spec.dir).map_err(io(&spec.dir))?;
         let mut c = Self {
             datanodes: (0..spec.datanodes).map(|_| None).collect(),
             spec,
@@ -395,7 +412,11 @@ impl LocalCluster {
         let sockets = Self::socket_dir_of(&self.spec.dir, node);
         std::fs::create_dir_all(&sockets).map_err(io(&sockets))?;
         let conf = dir.join("sidecar.conf");
-        let text: String = policy.iter().map(|l| format!("{l}\n")).collect();
+        let mut text = keys::template(keys::Role::Sidecar);
+        if !policy.is_empty() {
+            text.push_str("\n# This sidecar's policy.\n");
+        }
+        text.extend(policy.iter().map(|l| format!("{l}\n")));
         std::fs::write(&conf, text).map_err(io(&conf))?;
         let info = SidecarInfo {
             name: name.into(),

@@ -142,8 +142,12 @@ keys! {
     CHUNK_SIZE: Bytes = "ozone.scm.chunk.size", Some("4MB"), [Client, Sidecar];
     /// Replication of new keys.
     REPLICATION: ReplicationFactor = "ozone.replication", Some("THREE"), [Client, Sidecar];
-    /// How long the client retries an unreachable OM.
+    /// How long the client retries an OM it has reached before (a restarting OM).
     OM_RETRY_TIMEOUT: Duration = "ozone.client.om.retry.timeout", Some("60s"), [Client, Sidecar];
+    /// Connection attempts to an OM not reached yet (refused, unknown host) before giving up.
+    FAILOVER_MAX_ATTEMPTS: u64 = "ozone.client.failover.max.attempts", Some("3"), [Client, Sidecar];
+    /// Milliseconds between two of those attempts.
+    WAIT_BETWEEN_RETRIES: u64 = "ozone.client.wait.between.retries.millis", Some("500"), [Client, Sidecar];
     /// Short-circuit reads of local replicas.
     READ_SHORT_CIRCUIT: ShortCircuitMode = "ozone.client.read.short-circuit", Some("auto"), [Client, Sidecar];
     /// After a failed short-circuit attempt, how long a datanode is read over gRPC only.
@@ -254,6 +258,27 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// A config file for `role` with every key it reads commented out at its
+/// default, each under its description: a starting point to edit.
+pub fn template(role: Role) -> String {
+    let mut out = format!(
+        "# Ozone configuration read by the {} (`key = value`; a `#` line is a comment).\n\
+         # Every key is shown at its default: uncomment a line to change it.\n",
+        role.as_str()
+    );
+    for k in ALL.iter().filter(|k| k.roles.contains(&role)) {
+        out.push('\n');
+        for line in k.doc().split(". ") {
+            out.push_str(&format!("# {}\n", line.trim_end_matches('.')));
+        }
+        match k.default {
+            Some(d) => out.push_str(&format!("# {} = {d}\n", k.name)),
+            None => out.push_str(&format!("# {} =\n", k.name)),
+        }
+    }
+    out
+}
+
 /// The Markdown table of every key (the README's configuration table).
 pub fn markdown_table() -> String {
     let mut out = String::from(
@@ -312,6 +337,27 @@ mod tests {
             readme[start..end] == markdown_table(),
             "README.md's configuration table is stale: replace it with `ozone config --markdown`"
         );
+    }
+
+    /// The template parses, sets nothing, and names every key of the role.
+    #[test]
+    fn templates_name_every_key_and_set_none() {
+        for role in Role::ALL {
+            let t = template(role);
+            let conf = super::super::Conf::parse(&t, "template").unwrap();
+            assert_eq!(conf.iter().count(), 0, "{t}");
+            for k in ALL.iter().filter(|k| k.roles.contains(&role)) {
+                assert!(t.contains(&format!("# {} =", k.name)), "{}", k.name);
+            }
+            // Uncommented, every line with a default is a valid setting.
+            let on: String = t
+                .lines()
+                .filter(|l| l.starts_with("# ") && l.contains(" = "))
+                .map(|l| format!("{}\n", &l[2..]))
+                .collect();
+            let conf = super::super::Conf::parse(&on, "uncommented").unwrap();
+            conf.validate().unwrap();
+        }
     }
 
     #[test]

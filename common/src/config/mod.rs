@@ -195,16 +195,27 @@ impl Conf {
             .collect()
     }
 
-    /// Logs a warning for each unknown key, naming the closest known one.
-    pub fn warn_unknown(&self) {
-        for (key, near) in self.unknown() {
-            let source = self.source(key);
-            match near {
-                Some(n) => {
-                    tracing::warn!(%source, "unknown config key {key}: did you mean {n}? (ignored)")
+    /// A warning for each unknown key, naming where it was set and the
+    /// closest known key.
+    pub fn unknown_warnings(&self) -> Vec<String> {
+        self.unknown()
+            .into_iter()
+            .map(|(key, near)| {
+                let source = self.source(key);
+                match near {
+                    Some(n) => {
+                        format!("unknown config key {key} ({source}): did you mean {n}? (ignored)")
+                    }
+                    None => format!("unknown config key {key} ({source}) (ignored)"),
                 }
-                None => tracing::warn!(%source, "unknown config key {key} (ignored)"),
-            }
+            })
+            .collect()
+    }
+
+    /// Logs [`Self::unknown_warnings`].
+    pub fn warn_unknown(&self) {
+        for w in self.unknown_warnings() {
+            tracing::warn!("{w}");
         }
     }
 

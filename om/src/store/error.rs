@@ -15,6 +15,9 @@ pub enum OmError {
     /// directory, being written, wrong bucket layout).
     #[error("{0}")]
     Precondition(String),
+    /// A space or namespace quota would be passed.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The database failed.
     #[error("metadata store: {0}")]
     Meta(#[from] StoreError),

@@ -18,6 +18,7 @@ use ozone_proto::*;
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
+use super::quota::Usage;
 use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode};
 
@@ -261,15 +262,25 @@ impl OmStore {
         let txn = self.write()?;
         let created = {
             let mut t = Tables::open(&txn)?;
-            let (_, created) = Self::make_dirs(&txn, &mut t, root, &comps, path, now)?;
-            created
+            let (_, made) = Self::make_dirs(&txn, &mut t, root, &comps, path, now)?;
+            drop(t);
+            Self::charge(
+                &txn,
+                volume,
+                bucket,
+                Usage {
+                    bytes: 0,
+                    names: made as i64,
+                },
+            )?;
+            made > 0
         };
         self.commit(txn)?;
         Ok(created)
     }
 
     /// Walks `comps` from `root`, making missing directories; returns the
-    /// last one's id and whether any was made.
+    /// last one's id and how many were made.
     fn make_dirs(
         txn: &redb::WriteTransaction,
         t: &mut Tables,
@@ -277,9 +288,9 @@ impl OmStore {
         comps: &[&str],
         whole: &str,
         now: u64,
-    ) -> Result<(u64, bool), OmError> {
+    ) -> Result<(u64, u64), OmError> {
         let mut id = root;
-        let mut created = false;
+        let mut created = 0;
         for (i, c) in comps.iter().enumerate() {
             match t.entry(id, c)? {
                 Entry::Dir(d) => id = d.object_id,
@@ -301,7 +312,7 @@ impl OmStore {
                     t.dirs.insert((id, *c), d.encode_to_vec().as_slice())?;
                     t.parents.insert(new, id)?;
                     id = new;
-                    created = true;
+                    created += 1;
                 }
             }
         }
@@ -325,7 +336,16 @@ impl OmStore {
         let txn = self.write()?;
         let id = {
             let mut t = Tables::open(&txn)?;
-            let (parent, _) = Self::make_dirs(&txn, &mut t, root, parent_comps, &path, now)?;
+            let (parent, made) = Self::make_dirs(&txn, &mut t, root, parent_comps, &path, now)?;
+            Self::charge(
+                &txn,
+                &template.volume,
+                &template.bucket,
+                Usage {
+                    bytes: 0,
+                    names: made as i64,
+                },
+            )?;
             match t.entry(parent, leaf)? {
                 Entry::Dir(_) => {
                     return Err(OmError::AlreadyExists(format!("{path} is a directory")));
@@ -386,8 +406,19 @@ impl OmStore {
             modified_ms: now,
             ..key.clone()
         };
-        if let Some(old) = t.files.get((key.parent_id, leaf.as_str()))? {
-            let old: KeyInfo = decode(old.value())?;
+        let old: Option<KeyInfo> = t
+            .files
+            .get((key.parent_id, leaf.as_str()))?
+            .map(|v| decode(v.value()))
+            .transpose()?;
+        let freed = old.as_ref().map(Usage::key).unwrap_or_default();
+        Self::charge(
+            txn,
+            &key.volume,
+            &key.bucket,
+            Usage::key(key).plus(freed.neg()),
+        )?;
+        if let Some(old) = old {
             stored.created_ms = old.created_ms;
             Self::queue_deletes(txn, &old.blocks)?;
         }
@@ -570,6 +601,46 @@ impl OmStore {
         Ok(out.into_iter().map(|(_, s)| s).collect())
     }
 
+    /// The committed files of a file-system bucket as keys (full paths as
+    /// names) that start with `prefix` and sort after `start_after`, at
+    /// most `limit`, by name: `ozone sh key ls` on such a bucket. Only
+    /// directories that can hold a match are walked.
+    pub(crate) fn fs_list_keys(
+        &self,
+        root: u64,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyInfo>, OmError> {
+        let txn = self.db.begin_read()?;
+        let dirs = txn.open_table(FS_DIRS)?;
+        let files = txn.open_table(FS_FILES)?;
+        let mut out: Vec<KeyInfo> = Vec::new();
+        let mut queue = VecDeque::from([(root, String::new())]);
+        while let Some((id, base)) = queue.pop_front() {
+            for row in dirs.range(children(id))? {
+                let (k, v) = row?;
+                let path = join(&base, k.value().1);
+                let under = format!("{path}/");
+                if under.starts_with(prefix) || prefix.starts_with(&under) {
+                    queue.push_back((decode::<DirInfo>(v.value())?.object_id, path));
+                }
+            }
+            for row in files.range(children(id))? {
+                let (k, v) = row?;
+                let path = join(&base, k.value().1);
+                if path.starts_with(prefix) && path.as_str() > start_after {
+                    let mut f: KeyInfo = decode(v.value())?;
+                    f.name = path;
+                    out.push(f);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.truncate(limit);
+        Ok(out)
+    }
+
     /// Renames `from` to `to` atomically (Hadoop's rules: the destination's
     /// parent must be a directory; an existing directory receives the
     /// source under its own name; an existing file is not replaced; a
@@ -705,6 +776,7 @@ impl OmStore {
                 }
                 Entry::File(k) => {
                     t.files.remove((parent, leaf))?;
+                    Self::charge(&txn, volume, bucket, Usage::key(&k).neg())?;
                     Self::queue_deletes(&txn, &k.blocks)?;
                 }
                 Entry::Open(session) => {
@@ -721,8 +793,19 @@ impl OmStore {
                     }
                     t.dirs.remove((parent, leaf))?;
                     t.parents.remove(d.object_id)?;
+                    Self::charge(
+                        &txn,
+                        volume,
+                        bucket,
+                        Usage {
+                            bytes: 0,
+                            names: -1,
+                        },
+                    )?;
                     if busy {
                         t.deleted.insert(d.object_id, 0u8)?;
+                        txn.open_table(FS_DELETED_BUCKET)?
+                            .insert(d.object_id, bucket_key(volume, bucket).as_str())?;
                     }
                 }
             }
@@ -786,12 +869,16 @@ impl OmStore {
                         parent_id: parent,
                         ..s
                     };
+                    let mut used = Usage::key(&file);
                     if let Some(old) = t.files.get((parent, leaf))? {
                         let old: KeyInfo = decode(old.value())?;
+                        used = used.plus(Usage::key(&old).neg());
                         Self::queue_deletes(&txn, &old.blocks)?;
                     }
                     t.files
                         .insert((parent, leaf), file.encode_to_vec().as_slice())?;
+                    // Synced data is kept whatever the quota says.
+                    Self::account(&txn, volume, bucket, used)?;
                     file.size
                 }
             }
@@ -842,10 +929,14 @@ impl OmStore {
                 .take(64)
                 .map(|r| r.map(|(k, _)| k.value()).map_err(OmError::from))
                 .collect::<Result<_, _>>()?;
+            let mut owners = txn.open_table(FS_DELETED_BUCKET)?;
             for id in ids {
                 if purged >= batch {
                     break;
                 }
+                // Directories deleted before use was kept have no owner.
+                let owner = owners.get(id)?.map(|v| v.value().to_string());
+                let mut freed = Usage::default();
                 let files: Vec<(String, KeyInfo)> = t
                     .files
                     .range(children(id))?
@@ -857,6 +948,7 @@ impl OmStore {
                     .collect::<Result<_, OmError>>()?;
                 for (name, f) in &files {
                     t.files.remove((id, name.as_str()))?;
+                    freed = freed.plus(Usage::key(f));
                     Self::queue_deletes(&txn, &f.blocks)?;
                 }
                 purged += files.len();
@@ -890,11 +982,19 @@ impl OmStore {
                     t.dirs.remove((id, name.as_str()))?;
                     t.parents.remove(*sub)?;
                     t.deleted.insert(*sub, 0u8)?;
+                    if let Some(o) = &owner {
+                        owners.insert(*sub, o.as_str())?;
+                    }
                 }
+                freed.names += dirs.len() as i64;
                 purged += dirs.len();
                 if !t.has_children(id)? {
                     t.deleted.remove(id)?;
+                    owners.remove(id)?;
                     purged += 1;
+                }
+                if let Some((v, b)) = owner.as_deref().and_then(|o| o.split_once('/')) {
+                    Self::charge(&txn, v, b, freed.neg())?;
                 }
             }
         }
@@ -985,6 +1085,42 @@ mod tests {
             .into_iter()
             .map(|e| e.path)
             .collect()
+    }
+
+    /// Keys of a file-system bucket list as full paths, by prefix and page;
+    /// its use follows writes, overwrites, deletes and purges.
+    #[test]
+    fn keys_list_by_prefix_and_use_follows_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_bucket(dir.path());
+        for p in ["a/x", "a/b/y", "a-c", "z/q/r"] {
+            write(&s, p, 10);
+        }
+        let keys = |prefix: &str, after: &str, n: usize| -> Vec<String> {
+            s.list_keys("vol", "fsb", prefix, after, n)
+                .unwrap()
+                .into_iter()
+                .map(|k| k.name)
+                .collect()
+        };
+        assert_eq!(keys("", "", 10), ["a-c", "a/b/y", "a/x", "z/q/r"]);
+        assert_eq!(keys("a/", "", 10), ["a/b/y", "a/x"]);
+        assert_eq!(keys("a", "a-c", 2), ["a/b/y", "a/x"]);
+        assert_eq!(keys("z/q/", "", 10), ["z/q/r"]);
+        // Names: 4 files and 4 directories (a, a/b, z, z/q); 3 replicas.
+        let b = s.get_bucket("vol", "fsb").unwrap();
+        assert_eq!((b.used_bytes, b.used_namespace), (120, 8));
+        let sid = s.open_key(&file("a/x"), false, 2).unwrap();
+        let mut blk = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        blk.length = 20;
+        s.commit_key(sid, &[blk], 20, 3).unwrap();
+        assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_bytes, 150);
+        s.fs_delete("vol", "fsb", "a", true).unwrap();
+        // The directory goes at once, what it held as it is purged.
+        assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_namespace, 7);
+        while s.fs_purge(1).unwrap() > 0 {}
+        let b = s.get_bucket("vol", "fsb").unwrap();
+        assert_eq!((b.used_bytes, b.used_namespace), (60, 4));
     }
 
     #[test]

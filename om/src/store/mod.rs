@@ -9,6 +9,7 @@
 //! - `namespace`: volumes, buckets, object-store keys, sessions, datanodes,
 //!   deletions, bad replicas;
 //! - `fs`: directories and files of FILE_SYSTEM_OPTIMIZED buckets;
+//! - `quota`: volume and bucket details and deletion, quotas and use;
 //! - `block_rows`: the replication manager's view of every block;
 //! - `group_commit`: one fsync for many transactions.
 
@@ -17,6 +18,7 @@ mod error;
 pub mod fs;
 mod group_commit;
 mod namespace;
+mod quota;
 pub(crate) mod tables;
 
 use std::path::Path;

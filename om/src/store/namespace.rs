@@ -7,6 +7,7 @@ use ozone_proto::{
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable};
 
+use super::quota::Usage;
 use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode, id_only, key_key};
 
@@ -17,6 +18,7 @@ impl OmStore {
         let info = VolumeInfo {
             name: name.to_string(),
             created_ms: now,
+            ..Default::default()
         };
         {
             let mut t = txn.open_table(VOLUMES)?;
@@ -60,11 +62,13 @@ impl OmStore {
                 BucketLayout::ObjectStore
             } as i32,
             object_id: if fs { Self::next(&txn, "object")? } else { 0 },
+            ..Default::default()
         };
         {
             if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
                 return Err(OmError::NotFound(format!("volume /{volume}")));
             }
+            Self::check_bucket_room(&txn, volume)?;
             let mut t = txn.open_table(BUCKETS)?;
             let k = bucket_key(volume, name);
             if t.get(k.as_str())?.is_some() {
@@ -125,6 +129,12 @@ impl OmStore {
             created_ms: now,
             ..template.clone()
         };
+        let new_name = match self.lookup_key(&template.volume, &template.bucket, &template.name) {
+            Ok(_) => 0,
+            Err(OmError::NotFound(_)) => 1,
+            Err(e) => return Err(e),
+        };
+        self.check_room(&template.volume, &template.bucket, new_name)?;
         if let Some(root) = self.fs_root(&template.volume, &template.bucket)? {
             return self.fs_create(root, template, exclusive, now);
         }
@@ -232,6 +242,23 @@ impl OmStore {
         size: u64,
         now: u64,
     ) -> Result<KeyInfo, OmError> {
+        match self.commit_key_in(id, blocks, size, now) {
+            Err(OmError::QuotaExceeded(m)) => {
+                // Refused: the session ends and its blocks are deleted.
+                self.abort_session(id)?;
+                Err(OmError::QuotaExceeded(m))
+            }
+            r => r,
+        }
+    }
+
+    fn commit_key_in(
+        &self,
+        id: u64,
+        blocks: &[KeyBlock],
+        size: u64,
+        now: u64,
+    ) -> Result<KeyInfo, OmError> {
         let txn = self.write()?;
         let key = {
             let mut open = txn.open_table(OPEN_KEYS)?;
@@ -274,21 +301,27 @@ impl OmStore {
             }
             let kk = key_key(&session.volume, &session.bucket, &session.name);
             let mut keys = txn.open_table(KEYS)?;
-            let created = match keys.get(kk.as_str())? {
-                Some(old) => {
-                    let old: KeyInfo = decode(old.value())?;
-                    Self::queue_deletes(&txn, &old.blocks)?;
-                    old.created_ms
-                }
-                None => now,
-            };
+            let old: Option<KeyInfo> = keys
+                .get(kk.as_str())?
+                .map(|v| decode(v.value()))
+                .transpose()?;
             let key = KeyInfo {
                 size,
-                created_ms: created,
+                created_ms: old.as_ref().map_or(now, |o| o.created_ms),
                 modified_ms: now,
                 blocks: committed,
                 ..session
             };
+            let freed = old.as_ref().map(Usage::key).unwrap_or_default();
+            Self::charge(
+                &txn,
+                &key.volume,
+                &key.bucket,
+                Usage::key(&key).plus(freed.neg()),
+            )?;
+            if let Some(old) = &old {
+                Self::queue_deletes(&txn, &old.blocks)?;
+            }
             keys.insert(kk.as_str(), key.encode_to_vec().as_slice())?;
             key
         };
@@ -403,11 +436,8 @@ impl OmStore {
         start_after: &str,
         limit: usize,
     ) -> Result<Vec<KeyInfo>, OmError> {
-        if self.fs_root(volume, bucket)?.is_some() {
-            return Err(OmError::Precondition(format!(
-                "bucket /{volume}/{bucket} is FILE_SYSTEM_OPTIMIZED: list it by directory \
-                 (ListStatus, ozone fs -ls)"
-            )));
+        if let Some(root) = self.fs_root(volume, bucket)? {
+            return self.fs_list_keys(root, prefix, start_after, limit);
         }
         let txn = self.db.begin_read()?;
         // `fs_root` found the volume and bucket.
@@ -449,7 +479,40 @@ impl OmStore {
                 None => return Err(OmError::NotFound(format!("key /{kk}"))),
             }
         };
+        Self::charge(&txn, volume, bucket, Usage::key(&key).neg())?;
         Self::queue_deletes(&txn, &key.blocks)?;
+        self.commit(txn)?;
+        Ok(())
+    }
+
+    /// Renames a key of an object-store bucket; the new name must be free.
+    pub fn rename_key(
+        &self,
+        volume: &str,
+        bucket: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<(), OmError> {
+        if self.fs_root(volume, bucket)?.is_some() {
+            return self
+                .fs_rename(volume, bucket, from, to, ozone_common::now_ms())
+                .map(|_| ());
+        }
+        let txn = self.write()?;
+        {
+            let mut t = txn.open_table(KEYS)?;
+            let (fk, tk) = (key_key(volume, bucket, from), key_key(volume, bucket, to));
+            if t.get(tk.as_str())?.is_some() {
+                return Err(OmError::AlreadyExists(format!("key /{tk}")));
+            }
+            let mut key: KeyInfo = match t.remove(fk.as_str())? {
+                Some(v) => decode(v.value())?,
+                None => return Err(OmError::NotFound(format!("key /{fk}"))),
+            };
+            key.name = to.to_string();
+            key.modified_ms = ozone_common::now_ms();
+            t.insert(tk.as_str(), key.encode_to_vec().as_slice())?;
+        }
         self.commit(txn)?;
         Ok(())
     }

@@ -36,6 +36,11 @@ pub(crate) const FS_OPEN: TableDefinition<(u64, &str), u64> = TableDefinition::n
 /// Deleted directories whose subtrees are still being purged.
 pub(crate) const FS_DELETED: TableDefinition<u64, u8> = TableDefinition::new("fs_deleted_dirs");
 
+/// The bucket (`volume/bucket`) of each directory in `FS_DELETED`, whose
+/// use its purge gives back.
+pub(crate) const FS_DELETED_BUCKET: TableDefinition<u64, &str> =
+    TableDefinition::new("fs_deleted_dir_buckets");
+
 /// Creates every table that does not exist yet.
 pub(crate) fn create_all(txn: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     txn.open_table(VOLUMES)?;
@@ -52,5 +57,6 @@ pub(crate) fn create_all(txn: &redb::WriteTransaction) -> Result<(), redb::Table
     txn.open_table(FS_FILES)?;
     txn.open_table(FS_OPEN)?;
     txn.open_table(FS_DELETED)?;
+    txn.open_table(FS_DELETED_BUCKET)?;
     Ok(())
 }
