@@ -32,7 +32,7 @@ for wl in examples/workloads/*.yaml; do
 done
 chart=charts/ozone-operator
 "$helm" lint --strict "$chart"
-for values in "" "--set watchNamespace=storage"; do
+for values in "" "--set watchNamespace=storage" "--set metrics.grafanaDashboard.enabled=true"; do
   # shellcheck disable=SC2086
   "$helm" template ozone-operator "$chart" -n ozone-system --include-crds $values \
     > "$out/chart.yaml"
@@ -41,6 +41,30 @@ for values in "" "--set watchNamespace=storage"; do
     echo "helm chart ${values:-(defaults)}: valid for Kubernetes $v (strict)"
   done
 done
+# The monitoring objects (Prometheus operator kinds: no Kubernetes schema
+# to check them against) are rendered and say what they scrape.
+"$helm" template ozone-operator "$chart" -n ozone-system \
+  --set metrics.serviceMonitor.enabled=true --set metrics.podMonitor.enabled=true \
+  --set metrics.podMonitor.sidecars.matchLabels.app=hbase-regionserver \
+  --set metrics.grafanaDashboard.enabled=true > "$out/monitoring.yaml"
+"$venv/bin/python" - "$out/monitoring.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = {}
+for d in docs:
+    kinds.setdefault(d["kind"], []).append(d)
+sm, = kinds["ServiceMonitor"]
+assert sm["spec"]["endpoints"][0]["port"] == "http", sm
+pms = {p["metadata"]["name"]: p for p in kinds["PodMonitor"]}
+clusters, sidecars = pms["ozone-operator-clusters"], pms["ozone-operator-sidecars"]
+assert clusters["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "ozone"}, clusters
+assert clusters["spec"]["podMetricsEndpoints"][0]["port"] == "http"
+assert sidecars["spec"]["selector"]["matchLabels"] == {"app": "hbase-regionserver"}, sidecars
+assert sidecars["spec"]["podMetricsEndpoints"][0]["port"] == "sidecar-http"
+dash = next(d for d in kinds["ConfigMap"] if d["metadata"]["name"].endswith("-dashboard"))
+assert json.loads(dash["data"]["ozone.json"])["uid"] == "ozone-rs-overview"
+print("helm chart monitoring: a ServiceMonitor, 2 PodMonitors and the dashboard ConfigMap")
+PY
 "$venv/bin/python" - crds/ozonecluster.yaml examples/*.yaml <<'PY'
 import sys, yaml
 from openapi_schema_validator import OAS30Validator

@@ -9,6 +9,7 @@
 //! `cargo run --release -p ozone-bench -- [--keys 16] [--key-mib 64] [--json out.json]`
 
 mod metadata;
+mod write;
 
 use ozone_client::prelude::*;
 use std::os::unix::fs::FileExt;
@@ -52,6 +53,10 @@ enum Cmd {
     /// latency.
     #[command(after_help = "Example: ozone-bench metadata --clients 32 --json metadata.json")]
     Metadata(metadata::MetadataArgs),
+    /// Puts of one large key with replication ONE and THREE beside `dd`
+    /// of the same size on the same disk.
+    #[command(after_help = "Example: ozone-bench write --mib 1024 --json write.json")]
+    Write(write::WriteArgs),
     /// The primitives under the short-circuit path, alone: `pread` vs a
     /// copy from a mapping, each with and without CRC32C of the covering
     /// 4 KiB windows, and CRC32C throughput by window size.
@@ -490,6 +495,11 @@ fn run_main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(metadata::run(args)),
+        Some(Cmd::Write(args)) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+            .block_on(write::run(args)),
         Some(Cmd::Sidecar(args)) => {
             ozone_process::logging::init();
             tokio::runtime::Runtime::new()?.block_on(ozone_sidecar::cmd::run(args))

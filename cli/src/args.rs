@@ -31,7 +31,8 @@ pub(crate) struct Cli {
     pub(crate) set: Vec<String>,
     /// Key commands go through the sidecar listening on this UNIX socket
     /// (under its workload policy) instead of to the cluster; also
-    /// `ozone.client.sidecar.socket`.
+    /// `ozone.client.sidecar.socket` and `OZONE_SIDECAR_SOCKET` (what the
+    /// Hadoop FileSystem jar reads).
     #[arg(long, global = true, env = "OZONE_SIDECAR")]
     pub(crate) sidecar: Option<PathBuf>,
     /// Log lines on standard error: -v info, -vv debug (`RUST_LOG` also).
@@ -482,6 +483,15 @@ impl Cli {
                 keys::CLIENT_SIDECAR_SOCKET.name,
                 s.display().to_string(),
                 Source::Flag("--sidecar (or OZONE_SIDECAR)"),
+            );
+        } else if conf.opt(&keys::CLIENT_SIDECAR_SOCKET)?.is_none()
+            && let Ok(s) = std::env::var("OZONE_SIDECAR_SOCKET")
+            && !s.is_empty()
+        {
+            conf.set_from(
+                keys::CLIENT_SIDECAR_SOCKET.name,
+                s,
+                Source::Env("OZONE_SIDECAR_SOCKET"),
             );
         }
         Ok(conf)

@@ -873,3 +873,94 @@ async fn unclosed_streams_do_not_stay_open() {
     assert!(e.to_string().contains("reopen"), "{e}");
     tc.cluster.stop().await;
 }
+
+/// The metric names a process exposes at `addr` (`# TYPE` lines), with the
+/// names samples carry (counters end in `_total`, histograms add
+/// `_bucket`, `_sum`, `_count`).
+fn exposed(addr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in ozone_testkit::harness::http_get(addr, "/metrics").lines() {
+        let mut w = l.split_whitespace();
+        if (w.next(), w.next()) != (Some("#"), Some("TYPE")) {
+            continue;
+        }
+        let (Some(name), Some(kind)) = (w.next(), w.next()) else {
+            continue;
+        };
+        out.push(name.to_string());
+        match kind {
+            "counter" => out.push(format!("{name}_total")),
+            "histogram" => {
+                for s in ["_bucket", "_sum", "_count"] {
+                    out.push(format!("{name}{s}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The HTTP address in a process's ready file (`... http=ADDR ...`).
+fn ready_http(file: &std::path::Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("http="))
+        .expect("http= in the ready file")
+        .to_string()
+}
+
+/// Every metric the chart's Grafana dashboard queries is one the OM, a
+/// datanode or a sidecar exports (after a write, a read through the
+/// sidecar and a failed OM call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_queries_only_metrics_the_processes_export() {
+    let mut tc = cluster(3, &[]).await;
+    let (w, _, _) = setup(&tc.cluster, "k").await;
+    let s = tc.cluster.start_sidecar("node1", "app", &[]).await.unwrap();
+    let sc = SidecarClient::unix(&s.socket).unwrap();
+    let r = sc
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    r.read_exact_at(0, &mut buf).await.unwrap();
+    r.close().await.unwrap();
+    assert!(
+        w.key_info(KeyPath::new("vol", "bucket", "nope"))
+            .await
+            .is_err()
+    );
+    let mut names = exposed(&ready_http(&tc.cluster.dir().join("om/ready")));
+    names.extend(exposed(&ready_http(
+        &tc.cluster.datanode_dir(0).join("ready"),
+    )));
+    names.extend(exposed(&s.http));
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/ozone-operator/dashboards/ozone.json"
+    ))
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    assert!(json["panels"].as_array().unwrap().len() > 10);
+    let mut queried: Vec<&str> = dashboard
+        .match_indices("ozone_")
+        .map(|(i, _)| {
+            let rest = &dashboard[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|n| n.len() > "ozone_".len() && !n.starts_with("ozone_rs"))
+        .collect();
+    queried.sort();
+    queried.dedup();
+    assert!(queried.len() >= 25, "{queried:?}");
+    let missing: Vec<&&str> = queried
+        .iter()
+        .filter(|q| !names.iter().any(|n| n == **q))
+        .collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}");
+}
