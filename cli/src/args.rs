@@ -183,6 +183,16 @@ pub(crate) struct ClearQuotaArgs {
     pub(crate) namespace_quota: bool,
 }
 
+impl ClearQuotaArgs {
+    /// The quotas to set: 0 (none) for each one cleared.
+    pub(crate) fn cleared(&self) -> QuotaArgs {
+        QuotaArgs {
+            space_quota: self.space_quota.then_some(0),
+            namespace_quota: self.namespace_quota.then_some(0),
+        }
+    }
+}
+
 fn parse_bytes(s: &str) -> Result<u64, String> {
     use ozone_common::config::value::Value;
     ozone_common::config::Bytes::parse(s)

@@ -11,6 +11,8 @@ use ozone_common::names::{check_resource_name, fs_components};
 use ozone_proto::FileStatus;
 use tokio::io::AsyncWriteExt;
 
+use crate::output::{Counted, Progress};
+
 /// Usage, printed for `ozone fs -help`.
 pub const USAGE: &str = "\
 Usage: ozone fs COMMAND [OPTIONS] PATH...
@@ -280,11 +282,17 @@ pub async fn run<A: FsAccess>(
                 std::process::id()
             ));
             let copied = async {
-                let mut f = tokio::fs::File::create(&tmp)
+                let f = tokio::fs::File::create(&tmp)
                     .await
                     .with_context(|| format!("creating {}", tmp.display()))?;
-                r.copy_to(&mut f).await?;
-                f.sync_all().await?;
+                let mut out = Counted {
+                    inner: f,
+                    progress: Progress::new(Some(r.size())),
+                };
+                let copied = r.copy_to(&mut out).await;
+                out.progress.finish();
+                copied?;
+                out.inner.sync_all().await?;
                 std::fs::rename(&tmp, &dest)?;
                 anyhow::Ok(())
             }
@@ -317,7 +325,7 @@ pub async fn run<A: FsAccess>(
             let r = c
                 .open_key(KeyPath::new(&f.volume, &f.bucket, &f.path))
                 .await?;
-            let mut w = d
+            let w = d
                 .create_file(
                     KeyPath::new(&t.volume, &t.bucket, &t.path),
                     opts.contains(&"-f"),
@@ -329,16 +337,7 @@ pub async fn run<A: FsAccess>(
                     }
                     e => e.into(),
                 })?;
-            let mut buf = vec![0u8; 4 << 20];
-            let mut pos = 0u64;
-            while pos < r.size() {
-                let n = ((r.size() - pos) as usize).min(buf.len());
-                r.read_exact_at(pos, &mut buf[..n]).await?;
-                w.write(&buf[..n]).await?;
-                pos += n as u64;
-            }
-            r.close().await?;
-            w.close().await?;
+            crate::sh::copy(r, w).await?;
         }
         "cat" | "tail" => {
             check_opts(cmd, &opts, &[])?;

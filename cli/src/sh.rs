@@ -334,20 +334,8 @@ pub(crate) async fn key_cmd<A: KeyAccess>(
         KeyCmd::Cp { bucket, from, to } => {
             let (v, b) = OzonePath::bucket_path(bucket)?;
             let r = a.open_key(KeyPath::new(&v, &b, from)).await?;
-            let mut w = a.create_key(KeyPath::new(&v, &b, to)).await?;
-            let mut buf = vec![0u8; 4 << 20];
-            let mut pos = 0u64;
-            let mut progress = Progress::new(Some(r.size()));
-            while pos < r.size() {
-                let n = ((r.size() - pos) as usize).min(buf.len());
-                r.read_exact_at(pos, &mut buf[..n]).await?;
-                w.write(&buf[..n]).await?;
-                pos += n as u64;
-                progress.advance(n);
-            }
-            progress.finish();
-            r.close().await?;
-            let key = w.close().await?;
+            let w = a.create_key(KeyPath::new(&v, &b, to)).await?;
+            let key = copy(r, w).await?;
             return Ok(Some(Moved {
                 verb: "copied",
                 bytes: key.size,
@@ -360,6 +348,24 @@ pub(crate) async fn key_cmd<A: KeyAccess>(
         }
     }
     Ok(None)
+}
+
+/// Copies what `r` reads into `w` in 4 MiB pieces (progress on a
+/// terminal), closing both; returns the key written.
+pub(crate) async fn copy<R: KeyRead, W: KeyWrite>(r: R, mut w: W) -> anyhow::Result<KeyInfo> {
+    let mut buf = vec![0u8; 4 << 20];
+    let mut pos = 0u64;
+    let mut progress = Progress::new(Some(r.size()));
+    while pos < r.size() {
+        let n = ((r.size() - pos) as usize).min(buf.len());
+        r.read_exact_at(pos, &mut buf[..n]).await?;
+        w.write(&buf[..n]).await?;
+        pos += n as u64;
+        progress.advance(n);
+    }
+    progress.finish();
+    r.close().await?;
+    Ok(w.close().await?)
 }
 
 async fn put<A: KeyAccess, R: tokio::io::AsyncRead + Unpin + Send>(
@@ -520,11 +526,7 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             }
             VolumeCmd::Clrquota { path, which } => {
                 let v = volume_of(path)?;
-                let q = QuotaArgs {
-                    space_quota: which.space_quota.then_some(0),
-                    namespace_quota: which.namespace_quota.then_some(0),
-                };
-                set_quota(&client, &v, "", &q).await?;
+                set_quota(&client, &v, "", &which.cleared()).await?;
                 print_volume(&client.volume_info(&v).await?, false);
             }
         },
@@ -572,11 +574,7 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
             }
             BucketCmd::Clrquota { path, which } => {
                 let (v, b) = OzonePath::bucket_path(path)?;
-                let q = QuotaArgs {
-                    space_quota: which.space_quota.then_some(0),
-                    namespace_quota: which.namespace_quota.then_some(0),
-                };
-                set_quota(&client, &v, &b, &q).await?;
+                set_quota(&client, &v, &b, &which.cleared()).await?;
                 print_bucket(&client.bucket_info(&v, &b).await?, false);
             }
         },

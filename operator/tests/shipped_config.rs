@@ -103,7 +103,7 @@ fn every_key_the_docs_name_is_declared() {
             if !(word.starts_with("ozone.") || word.starts_with("hdds.")) {
                 continue;
             }
-            if ["ozone.conf", "ozone.proto", "ozone.v1"].contains(&word)
+            if ["ozone.conf", "ozone.proto", "ozone.v1", "ozone.json"].contains(&word)
                 || word.starts_with("ozone.v1.")
             {
                 continue;

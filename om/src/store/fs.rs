@@ -264,15 +264,7 @@ impl OmStore {
             let mut t = Tables::open(&txn)?;
             let (_, made) = Self::make_dirs(&txn, &mut t, root, &comps, path, now)?;
             drop(t);
-            Self::charge(
-                &txn,
-                volume,
-                bucket,
-                Usage {
-                    bytes: 0,
-                    names: made as i64,
-                },
-            )?;
+            Self::charge(&txn, volume, bucket, Usage::names(made as i64))?;
             made > 0
         };
         self.commit(txn)?;
@@ -341,10 +333,7 @@ impl OmStore {
                 &txn,
                 &template.volume,
                 &template.bucket,
-                Usage {
-                    bytes: 0,
-                    names: made as i64,
-                },
+                Usage::names(made as i64),
             )?;
             match t.entry(parent, leaf)? {
                 Entry::Dir(_) => {
@@ -793,15 +782,7 @@ impl OmStore {
                     }
                     t.dirs.remove((parent, leaf))?;
                     t.parents.remove(d.object_id)?;
-                    Self::charge(
-                        &txn,
-                        volume,
-                        bucket,
-                        Usage {
-                            bytes: 0,
-                            names: -1,
-                        },
-                    )?;
+                    Self::charge(&txn, volume, bucket, Usage::names(-1))?;
                     if busy {
                         t.deleted.insert(d.object_id, 0u8)?;
                         txn.open_table(FS_DELETED_BUCKET)?

@@ -36,6 +36,11 @@ impl Usage {
         }
     }
 
+    /// `n` names added (negative: removed), no bytes.
+    pub(crate) fn names(n: i64) -> Self {
+        Self { bytes: 0, names: n }
+    }
+
     /// The same change, undone.
     pub(crate) fn neg(self) -> Self {
         Self {
