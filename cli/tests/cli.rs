@@ -532,6 +532,28 @@ fn the_shells_do_what_ozone_and_hdfs_users_expect() {
         said.starts_with("wrote ") && !said.contains("INFO"),
         "{said}"
     );
+    // On a terminal (util-linux `script` gives it one), progress is drawn
+    // on stderr and cleared before the summary.
+    let tty = Command::new("script")
+        .arg("-qec")
+        .arg(format!(
+            "{} sh key put /vol/fsb/tty.bin {}",
+            exe().display(),
+            src.display()
+        ))
+        .arg("/dev/null")
+        .envs(
+            env.lines()
+                .filter_map(|l| l.strip_prefix("export ").and_then(|kv| kv.split_once('='))),
+        )
+        .output()
+        .unwrap();
+    let drawn = String::from_utf8_lossy(&tty.stdout);
+    assert!(
+        drawn.contains("of 5.9 KiB (") && drawn.contains("\x1b[K") && drawn.contains("wrote "),
+        "{drawn:?}"
+    );
+    ok(env, &["sh", "key", "rm", "/vol/fsb/tty.bin"]);
     let e = fails(
         env,
         &["sh", "key", "put", "/vol/bkt/b", src.to_str().unwrap()],
