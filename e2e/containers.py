@@ -428,7 +428,7 @@ class Run:
         before_sc = metric(w["http"], 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
         before_opens = sum(metric(self.dn_http[n], "ozone_datanode_sc_opens_total") for n in NODES)
         before_grpc = metric(self.dn_http["node1"], "ozone_datanode_read_bytes_total")
-        r = self.app(w, "ozone", "sh", "key", "get", "/vol/bkt/small", "/var/run/ozone/small")
+        r = self.app(w, "ozone", "sh", "key", "get", "--force", "/vol/bkt/small", "/var/run/ozone/small")
         assert r.returncode == 0, r.stderr
         assert sha(os.path.join(w["empty"], "small")) == sha(self.small), "bytes differ"
         sc = metric(w["http"], 'ozone_sidecar_read_bytes_total{path="short-circuit"}') - before_sc
@@ -449,7 +449,7 @@ class Run:
         relayed0 = metric(w["http"], 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
         grpc0 = metric(self.dn_http["node1"], "ozone_datanode_read_bytes_total")
         r = self.app(w, "ozone", "--om", self.om_addr, "--node", "node1", "--set",
-                     "ozone.domain.socket.path=/var/run/ozone/sockets", "sh", "key", "get", "/vol/bkt/big",
+                     "ozone.domain.socket.path=/var/run/ozone/sockets", "sh", "key", "get", "--force", "/vol/bkt/big",
                      "/var/run/ozone/big", env={})
         assert r.returncode == 0, r.stderr
         assert sha(os.path.join(w["empty"], "big")) == sha(self.big), "bytes differ"
@@ -465,7 +465,7 @@ class Run:
         return f"{sc} bytes read by the application (uid {APP_UID}, no hostPath) from block fds relayed by the sidecar; {int(relayed)} relayed connection(s)"
 
     def read_remote(self):
-        r = self.direct(READER_NODE, "sh", "key", "get", "/vol/bkt/small", "/out/small",
+        r = self.direct(READER_NODE, "sh", "key", "get", "--force", "/vol/bkt/small", "/out/small",
                         socket_dir="/var/lib/ozone/sockets",
                         extra_mounts=[f"{mkdir(os.path.join(WORK, READER_NODE, 'out'), 0o777)}:/out",
                                       f"{mkdir(os.path.join(WORK, READER_NODE, 'sockets'))}:/var/lib/ozone/sockets:ro"])
@@ -502,13 +502,13 @@ class Run:
         expect = open(self.small, "rb").read()
         # HBase's policy: no verification (HBase checks its own HFile
         # checksums), so the flipped byte reaches it, read short-circuit.
-        r = self.app(self.hbase, "ozone", "sh", "key", "get", "/vol/bkt/small", "/var/run/ozone/off")
+        r = self.app(self.hbase, "ozone", "sh", "key", "get", "--force", "/vol/bkt/small", "/var/run/ozone/off")
         assert r.returncode == 0, r.stderr
         got = open(os.path.join(self.hbase["empty"], "off"), "rb").read()
         diff = [i for i in range(len(expect)) if got[i] != expect[i]] if len(got) == len(expect) else None
         assert diff == [offset], f"verify-off read differs at {diff[:5] if diff else diff}"
         fails0 = metric(self.checked["http"], "ozone_sidecar_checksum_failures_total")
-        r = self.app(self.checked, "ozone", "sh", "key", "get", "/vol/bkt/small", "/var/run/ozone/on")
+        r = self.app(self.checked, "ozone", "sh", "key", "get", "--force", "/vol/bkt/small", "/var/run/ozone/on")
         assert r.returncode == 0, r.stderr
         assert sha(os.path.join(self.checked["empty"], "on")) == sha(self.small), "verify-on read returned wrong bytes"
         fails = metric(self.checked["http"], "ozone_sidecar_checksum_failures_total") - fails0
@@ -591,7 +591,7 @@ class Run:
 
         def resumed():
             sc0 = metric(w["http"], 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
-            r = self.app(w, "ozone", "sh", "key", "get", "/vol/bkt/small", "/var/run/ozone/again")
+            r = self.app(w, "ozone", "sh", "key", "get", "--force", "/vol/bkt/small", "/var/run/ozone/again")
             assert r.returncode == 0, r.stderr
             assert sha(os.path.join(w["empty"], "again")) == sha(self.small)
             return metric(w["http"], 'ozone_sidecar_read_bytes_total{path="short-circuit"}') - sc0 == os.path.getsize(self.small)
@@ -611,7 +611,7 @@ class Run:
         assert "sidecar.sock" in dead_error, r.stderr
         podman("start", PREFIX + "sidecar-hbase")
         wait_for("sidecar after restart", ready(w["http"]), 30)
-        r = self.app(w, "ozone", "sh", "key", "get", "/vol/bkt/small", "/var/run/ozone/after")
+        r = self.app(w, "ozone", "sh", "key", "get", "--force", "/vol/bkt/small", "/var/run/ozone/after")
         assert r.returncode == 0, r.stderr
         assert sha(os.path.join(w["empty"], "after")) == sha(self.small)
         sc = metric(w["http"], 'ozone_sidecar_read_bytes_total{path="short-circuit"}')

@@ -207,6 +207,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             block: Some(bad_id),
             chunk: Some(chunk.clone()),
             data: Bytes::from(payload.clone()),
+            token: Vec::new(),
         })
         .await
         .unwrap_err();
@@ -225,6 +226,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
                 committed: false,
             }),
             sync: false,
+            token: Vec::new(),
         })
         .await
         .unwrap_err();

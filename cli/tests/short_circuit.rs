@@ -282,7 +282,95 @@ async fn block_tokens_guard_socket_and_grpc() {
         .await
         .unwrap_err();
     assert_eq!(s.code(), tonic::Code::PermissionDenied);
+
+    // Writes need the block's WRITE token (the writer above had them from
+    // AllocateBlock). Without one, with a READ token, with a WRITE token of
+    // another block or another secret: refused, and nothing is written.
+    let signer = ozone_common::token::TokenSigner::new(&std::fs::read(&secret).unwrap()).unwrap();
+    let fresh = ozone_proto::BlockId {
+        local_id: id.local_id + 1_000_000,
+        ..id
+    };
+    let payload = bytes::Bytes::from(vec![7u8; 4096]);
+    let ck =
+        ozone_common::checksum::Checksummer::new(ozone_proto::ChecksumType::Crc32c, 4096).unwrap();
+    let chunk = ozone_proto::ChunkInfo {
+        offset: 0,
+        len: 4096,
+        checksum: Some(ozone_proto::ChecksumData {
+            r#type: ozone_proto::ChecksumType::Crc32c as i32,
+            bytes_per_checksum: 4096,
+            checksums: ck.compute(&payload),
+        }),
+        fine_checksum: None,
+    };
+    let far = u64::MAX;
+    for (what, token) in [
+        ("no token", Vec::new()),
+        ("a READ token", signer.sign(&fresh, "READ", far)),
+        (
+            "another block's WRITE token",
+            signer.sign(&id, "WRITE", far),
+        ),
+        ("an expired WRITE token", signer.sign(&fresh, "WRITE", 1)),
+        ("a forged WRITE token", forged_write(&fresh)),
+    ] {
+        let s = dn
+            .write_chunk(ozone_proto::WriteChunkRequest {
+                block: Some(fresh),
+                chunk: Some(chunk.clone()),
+                data: payload.clone(),
+                token: token.clone(),
+            })
+            .await
+            .expect_err(what);
+        assert_eq!(s.code(), tonic::Code::PermissionDenied, "{what}: {s:?}");
+        let s = dn
+            .put_block(ozone_proto::PutBlockRequest {
+                block: Some(ozone_proto::BlockData {
+                    id: Some(fresh),
+                    chunks: vec![chunk.clone()],
+                    size: 4096,
+                    committed: false,
+                }),
+                sync: false,
+                token,
+            })
+            .await
+            .expect_err(what);
+        assert_eq!(s.code(), tonic::Code::PermissionDenied, "{what}: {s:?}");
+    }
+    let read = signer.sign(&fresh, "READ", far);
+    let s = dn
+        .get_block(ozone_proto::GetBlockRequest {
+            block: Some(fresh),
+            token: read,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        s.code(),
+        tonic::Code::NotFound,
+        "nothing was written: {s:?}"
+    );
+    // The real WRITE token is accepted, and the old key still reads.
+    dn.write_chunk(ozone_proto::WriteChunkRequest {
+        block: Some(fresh),
+        chunk: Some(chunk.clone()),
+        data: payload.clone(),
+        token: signer.sign(&fresh, "WRITE", far),
+    })
+    .await
+    .unwrap();
+    assert_eq!(get(&w, "k", 50_000).await, want);
     tc.cluster.stop().await;
+}
+
+/// A WRITE token for `id` signed with a secret the cluster does not have.
+fn forged_write(id: &ozone_proto::BlockId) -> Vec<u8> {
+    ozone_common::token::TokenSigner::new(&[9u8; 32])
+        .unwrap()
+        .sign(id, "WRITE", u64::MAX)
 }
 
 #[test]

@@ -166,6 +166,7 @@ impl KeyWriter {
                 block: block.block,
                 chunk: Some(info.clone()),
                 data: data.clone(),
+                token: block.token.clone(),
             };
             async move { c.write_chunk(req).await.map(|_| ()) }
         })
@@ -245,6 +246,7 @@ impl KeyWriter {
             let req = PutBlockRequest {
                 block: Some(data.clone()),
                 sync,
+                token: block.token.clone(),
             };
             async move { c.put_block(req).await.map(|_| ()) }
         })

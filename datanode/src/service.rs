@@ -72,9 +72,15 @@ impl DatanodeService {
 
     /// Checks a READ token when block tokens are on.
     fn check_token(&self, token: &[u8], id: &BlockId) -> Result<(), Status> {
+        self.check_token_for(token, id, "READ")
+    }
+
+    /// Checks a token of `mode` (READ, WRITE) for block `id` when block
+    /// tokens are on: a READ token never authorises a write.
+    fn check_token_for(&self, token: &[u8], id: &BlockId, mode: &str) -> Result<(), Status> {
         match &self.tokens {
             Some(t) => t
-                .verify(token, id, "READ", ozone_common::now_ms())
+                .verify(token, id, mode, ozone_common::now_ms())
                 .map_err(|e| Status::permission_denied(e.to_string())),
             None => Ok(()),
         }
@@ -119,6 +125,7 @@ impl Datanode for DatanodeService {
     ) -> Result<Response<WriteChunkResponse>, Status> {
         let r = req.into_inner();
         let block = need_block(r.block)?;
+        self.check_token_for(&r.token, &block, "WRITE")?;
         let chunk = r
             .chunk
             .ok_or_else(|| Status::invalid_argument("missing chunk info"))?;
@@ -141,6 +148,8 @@ impl Datanode for DatanodeService {
         let block = r
             .block
             .ok_or_else(|| Status::invalid_argument("missing block data"))?;
+        let id = need_block(block.id)?;
+        self.check_token_for(&r.token, &id, "WRITE")?;
         let size = if r.sync {
             self.blocking("PutBlock", move |s| s.sync_block(&block))
                 .await?

@@ -374,6 +374,11 @@ impl OzoneManager for OmService {
         let mut block = self
             .run("AllocateBlock", move |s| s.allocate_block(sid, &ids))
             .await?;
+        if let (Some((signer, ttl)), Some(id)) = (&self.settings.tokens, &block.block) {
+            // The writer's token: WRITE on this block only (Ozone's write
+            // block token); readers get READ tokens at lookup.
+            block.token = signer.sign(id, "WRITE", now_ms() + ttl.as_millis() as u64);
+        }
         for rep in &mut block.replicas {
             if let Some(d) = self.registry.get(&rep.id) {
                 *rep = d;
