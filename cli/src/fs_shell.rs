@@ -11,8 +11,6 @@ use ozone_common::names::{check_resource_name, fs_components};
 use ozone_proto::FileStatus;
 use tokio::io::AsyncWriteExt;
 
-use crate::output::{Counted, Progress};
-
 /// Usage, printed for `ozone fs -help`.
 pub const USAGE: &str = "\
 Usage: ozone fs COMMAND [OPTIONS] PATH...
@@ -243,30 +241,17 @@ pub async fn run<A: FsAccess>(
             };
             let force = opts.contains(&"-f");
             let path = KeyPath::new(&t.volume, &t.bucket, &t.path);
-            if local == "-" {
-                c.put_file(path, force, tokio::io::stdin())
-                    .await
-                    .map_err(exists)?;
-            } else {
-                let f = tokio::fs::File::open(&local)
-                    .await
-                    .with_context(|| format!("opening {local}"))?;
-                c.put_file(path, force, f).await.map_err(exists)?;
-            }
+            let mut input = crate::output::open_input(Path::new(&local)).await?;
+            let r = c.put_file(path, force, &mut input).await;
+            input.progress.finish();
+            r.map_err(exists)?;
         }
         "get" | "copyToLocal" => {
             check_opts(cmd, &opts, &["-f"])?;
             let [p, local] = operands::<2>(cmd, &rest)?;
             let t = target(&p)?;
             let c = client(t.om.as_deref())?;
-            let mut dest = std::path::PathBuf::from(&local);
-            if dest.is_dir() {
-                let name = t.path.rsplit('/').next().unwrap_or_default();
-                if name.is_empty() {
-                    bail!("-{cmd}: {} is not a file", t.shown());
-                }
-                dest = dest.join(name);
-            }
+            let dest = crate::sh::destination(Path::new(&local), &t.path)?;
             if dest.exists() && !opts.contains(&"-f") {
                 bail!(
                     "-{cmd}: {}: file exists (use -f to overwrite)",
@@ -276,31 +261,7 @@ pub async fn run<A: FsAccess>(
             let r = c
                 .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
                 .await?;
-            let tmp = dest.with_file_name(format!(
-                ".{}.{}.ozone-tmp",
-                dest.file_name().unwrap_or_default().to_string_lossy(),
-                std::process::id()
-            ));
-            let copied = async {
-                let f = tokio::fs::File::create(&tmp)
-                    .await
-                    .with_context(|| format!("creating {}", tmp.display()))?;
-                let mut out = Counted {
-                    inner: f,
-                    progress: Progress::new(Some(r.size())),
-                };
-                let copied = r.copy_to(&mut out).await;
-                out.progress.finish();
-                copied?;
-                out.inner.sync_all().await?;
-                std::fs::rename(&tmp, &dest)?;
-                anyhow::Ok(())
-            }
-            .await;
-            if copied.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            copied.with_context(|| format!("-{cmd} {} to {}", t.shown(), dest.display()))?;
+            crate::sh::download(&r, &dest, &t.shown()).await?;
             r.close().await?;
         }
         "cp" => {

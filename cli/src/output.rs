@@ -168,6 +168,28 @@ pub(crate) struct Counted<T> {
     pub(crate) progress: Progress,
 }
 
+/// A local source of bytes: a file, or standard input for `-`.
+pub(crate) type Input = Counted<Box<dyn AsyncRead + Unpin + Send>>;
+
+/// Opens `path` (`-`: standard input) with progress against its size.
+pub(crate) async fn open_input(path: &std::path::Path) -> anyhow::Result<Input> {
+    use anyhow::Context as _;
+    if path == std::path::Path::new("-") {
+        return Ok(Counted {
+            inner: Box::new(tokio::io::stdin()),
+            progress: Progress::new(None),
+        });
+    }
+    let f = tokio::fs::File::open(path)
+        .await
+        .with_context(|| format!("opening {}", path.display()))?;
+    let size = f.metadata().await.ok().map(|m| m.len());
+    Ok(Counted {
+        inner: Box::new(f),
+        progress: Progress::new(size),
+    })
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,

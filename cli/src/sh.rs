@@ -120,7 +120,7 @@ pub(crate) struct Moved {
 
 /// Where `key get` writes: FILE, or FILE/NAME when FILE is a directory
 /// (NAME is the key's last segment, never a path).
-fn destination(file: &Path, key: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn destination(file: &Path, key: &str) -> anyhow::Result<PathBuf> {
     if !file.is_dir() {
         return Ok(file.to_path_buf());
     }
@@ -202,7 +202,17 @@ async fn get<A: KeyAccess>(
             dest.display()
         );
     }
-    let partial = Partial::new(&dest);
+    let n = download(&r, &dest, path).await?;
+    let verify = r.verify_checksum();
+    r.close().await?;
+    Ok((n, verify))
+}
+
+/// Copies what `r` reads into the local file `dest` through a temporary
+/// name beside it (progress on a terminal; nothing left behind on an
+/// error); returns the bytes. `what` names the source in errors.
+pub(crate) async fn download<R: KeyRead>(r: &R, dest: &Path, what: &str) -> anyhow::Result<u64> {
+    let partial = Partial::new(dest);
     let f = tokio::fs::File::create(&partial.tmp)
         .await
         .with_context(|| format!("creating {}", partial.tmp.display()))?;
@@ -216,16 +226,14 @@ async fn get<A: KeyAccess>(
         ozone_client::ClientError::Output(io) => {
             anyhow::Error::new(io).context(format!("writing {}", dest.display()))
         }
-        e => anyhow::Error::new(e).context(format!("reading {path}")),
+        e => anyhow::Error::new(e).context(format!("reading {what}")),
     })?;
     out.inner
         .sync_all()
         .await
         .with_context(|| format!("writing {}", dest.display()))?;
     partial.finish()?;
-    let verify = r.verify_checksum();
-    r.close().await?;
-    Ok((n, verify))
+    Ok(n)
 }
 
 /// Runs a key command through either client (the cluster or a sidecar).
@@ -238,28 +246,10 @@ pub(crate) async fn key_cmd<A: KeyAccess>(
     match cmd {
         KeyCmd::Put { path, file } => {
             let p = KeyPath::parse(path)?;
-            let key = if file == Path::new("-") {
-                let input = Counted {
-                    inner: tokio::io::stdin(),
-                    progress: Progress::new(None),
-                };
-                put(a, p, input).await
-            } else {
-                let f = tokio::fs::File::open(file)
-                    .await
-                    .with_context(|| format!("opening {}", file.display()))?;
-                let size = f.metadata().await.ok().map(|m| m.len());
-                put(
-                    a,
-                    p,
-                    Counted {
-                        inner: f,
-                        progress: Progress::new(size),
-                    },
-                )
-                .await
-            }
-            .with_context(|| format!("writing {} to {path}", file.display()))?;
+            let mut input = output::open_input(file).await?;
+            let key = a.put_key(p, &mut input).await;
+            input.progress.finish();
+            let key = key.with_context(|| format!("writing {} to {path}", file.display()))?;
             return Ok(Some(Moved {
                 verb: "wrote",
                 bytes: key.size,
@@ -297,11 +287,9 @@ pub(crate) async fn key_cmd<A: KeyAccess>(
             long,
         } => {
             let (v, b) = OzonePath::bucket_path(path)?;
-            let mut keys = a.list_keys(KeyPath::new(&v, &b, prefix)).await?;
-            keys.retain(|k| start.is_empty() || k.name.as_str() > start.as_str());
-            if *length > 0 {
-                keys.truncate(*length as usize);
-            }
+            let keys = a
+                .list_keys_after(KeyPath::new(&v, &b, prefix), start, *length)
+                .await?;
             print_keys(&keys, *long, json_out);
         }
         KeyCmd::Info { path } => {
@@ -366,16 +354,6 @@ pub(crate) async fn copy<R: KeyRead, W: KeyWrite>(r: R, mut w: W) -> anyhow::Res
     progress.finish();
     r.close().await?;
     Ok(w.close().await?)
-}
-
-async fn put<A: KeyAccess, R: tokio::io::AsyncRead + Unpin + Send>(
-    a: &A,
-    p: KeyPath<'_>,
-    mut input: Counted<R>,
-) -> ozone_client::Result<KeyInfo> {
-    let r = a.put_key(p, &mut input).await;
-    input.progress.finish();
-    r
 }
 
 fn print_keys(keys: &[KeyInfo], long: bool, json_out: bool) {

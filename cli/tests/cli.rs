@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ozone_testkit::data;
-use ozone_testkit::harness::exe;
+use ozone_testkit::harness::{TermOnDrop as Up, exe};
 
 /// Runs `ozone` with the `[export ]KEY=VALUE` lines of `env` (a cluster.env).
 fn ozone(env: &str, args: &[&str]) -> std::process::Output {
@@ -28,26 +28,6 @@ fn ok(om: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// Stops `ozone local up` even when the test fails.
-struct Up(std::process::Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        // Bounded: SIGKILL after 30 s.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Starts `ozone local up` with `datanodes` in `dir`; returns it and the

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ozone_testkit::harness::exe;
+use ozone_testkit::harness::{TermOnDrop as Up, exe};
 
 /// The shell blocks between the walkthrough markers of README.md.
 fn walkthrough() -> Vec<Vec<String>> {
@@ -32,25 +32,6 @@ fn walkthrough() -> Vec<Vec<String>> {
         }
     }
     blocks
-}
-
-/// Stops `local up` even when the test fails.
-struct Up(std::process::Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

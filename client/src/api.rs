@@ -54,6 +54,25 @@ pub trait KeyAccess: Send + Sync {
     /// The keys of `prefix`'s bucket whose names start with `prefix.key`.
     fn list_keys(&self, prefix: KeyPath<'_>) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send;
 
+    /// At most `limit` (0: all) of those keys whose names sort after
+    /// `start_after`. The direct client asks the OM for just that page;
+    /// by default the whole listing is filtered.
+    fn list_keys_after(
+        &self,
+        prefix: KeyPath<'_>,
+        start_after: &str,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send {
+        async move {
+            let mut keys = self.list_keys(prefix).await?;
+            keys.retain(|k| k.name.as_str() > start_after);
+            if limit > 0 {
+                keys.truncate(limit as usize);
+            }
+            Ok(keys)
+        }
+    }
+
     /// Deletes a key.
     fn delete_key(&self, path: KeyPath<'_>) -> impl Future<Output = Result<()>> + Send;
 

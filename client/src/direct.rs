@@ -403,6 +403,35 @@ impl KeyAccess for Client {
         }
     }
 
+    async fn list_keys_after(
+        &self,
+        prefix: KeyPath<'_>,
+        start_after: &str,
+        limit: u32,
+    ) -> Result<Vec<KeyInfo>> {
+        if limit == 0 {
+            let mut keys = self.list_keys(prefix).await?;
+            keys.retain(|k| k.name.as_str() > start_after);
+            return Ok(keys);
+        }
+        // The OM caps a page at 10,000 keys.
+        let mut out: Vec<KeyInfo> = Vec::new();
+        while out.len() < limit as usize {
+            let after = out
+                .last()
+                .map_or(start_after, |k| k.name.as_str())
+                .to_string();
+            let want = limit - out.len() as u32;
+            let page = self.list_keys_page(prefix, &after, want).await?;
+            let done = page.len() < want as usize;
+            out.extend(page);
+            if done {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     async fn delete_key(&self, path: KeyPath<'_>) -> Result<()> {
         let req = DeleteKeyRequest {
             volume: path.volume.into(),

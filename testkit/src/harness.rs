@@ -186,3 +186,24 @@ pub fn ozone_ok(om: &str, args: &[&str]) -> String {
     );
     text
 }
+
+/// A child process that gets SIGTERM when dropped (SIGKILL if it has not
+/// exited 30 s later): a `local up` a test started stops even when the
+/// test fails.
+pub struct TermOnDrop(pub std::process::Child);
+
+impl Drop for TermOnDrop {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

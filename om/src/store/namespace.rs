@@ -129,14 +129,7 @@ impl OmStore {
             created_ms: now,
             ..template.clone()
         };
-        // A name not there yet takes a namespace slot (a path that cannot
-        // be made fails below with its own error).
-        let new_name = match self.lookup_key(&template.volume, &template.bucket, &template.name) {
-            Ok(_) => 0,
-            Err(e @ (OmError::Meta(_) | OmError::Task(_))) => return Err(e),
-            Err(_) => 1,
-        };
-        self.check_room(&template.volume, &template.bucket, new_name)?;
+        self.check_room(template)?;
         if let Some(root) = self.fs_root(&template.volume, &template.bucket)? {
             return self.fs_create(root, template, exclusive, now);
         }

@@ -186,12 +186,29 @@ impl OmStore {
 
     /// Refuses a write into a bucket already at its space quota, or a new
     /// name into one at its namespace quota (before any data is sent; the
-    /// commit checks again with the real size).
-    pub(crate) fn check_room(&self, volume: &str, bucket: &str, names: i64) -> Result<(), OmError> {
-        let b = self.get_bucket(volume, bucket)?;
-        let what = format!("bucket /{volume}/{bucket}");
+    /// commit checks again with the real size). A bucket without quotas
+    /// costs one read.
+    pub(crate) fn check_room(&self, key: &KeyInfo) -> Result<(), OmError> {
+        let b = self.get_bucket(&key.volume, &key.bucket)?;
+        let what = format!("bucket /{}/{}", key.volume, key.bucket);
         check(&what, b.quota_in_bytes, b.used_bytes, 1, true)?;
-        check(&what, b.quota_in_namespace, b.used_namespace, names, false)
+        if b.quota_in_namespace == 0 {
+            return Ok(());
+        }
+        // A name not there yet takes a slot (a path that cannot be made
+        // fails later with its own error).
+        let new_name = match self.lookup_key(&key.volume, &key.bucket, &key.name) {
+            Ok(_) => 0,
+            Err(e @ (OmError::Meta(_) | OmError::Task(_))) => return Err(e),
+            Err(_) => 1,
+        };
+        check(
+            &what,
+            b.quota_in_namespace,
+            b.used_namespace,
+            new_name,
+            false,
+        )
     }
 
     /// A volume with its use: the bytes of its buckets and their number.
