@@ -203,9 +203,14 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 #[derive(Subcommand)]
 pub(crate) enum VolumeCmd {
     /// Creates /VOLUME.
-    #[command(after_help = "Example: ozone sh volume create --space-quota 1TB /vol1")]
+    #[command(
+        after_help = "Example: ozone sh volume create --user team-a/hbase --space-quota 1TB /vol1"
+    )]
     Create {
         path: String,
+        /// Owner: namespace/serviceaccount (the caller when not given).
+        #[arg(short = 'u', long = "user")]
+        user: Option<String>,
         #[command(flatten)]
         quota: QuotaArgs,
     },
@@ -234,6 +239,34 @@ pub(crate) enum VolumeCmd {
         path: String,
         #[command(flatten)]
         which: ClearQuotaArgs,
+    },
+    /// The owner and ACL entries.
+    #[command(after_help = "Example: ozone sh volume getacl /vol1")]
+    Getacl { path: String },
+    /// Replaces every ACL entry (comma-separated TYPE:NAME:RIGHTS; types
+    /// user (namespace/serviceaccount), group (namespace), world; rights
+    /// r w c l d x y, a for all).
+    #[command(
+        after_help = "Example: ozone sh volume setacl -a user:team-a/hbase:rwl,group:team-a:r /vol1"
+    )]
+    Setacl {
+        path: String,
+        #[arg(short = 'a', long = "acls", alias = "acl")]
+        acls: String,
+    },
+    /// Adds rights to ACL entries.
+    #[command(after_help = "Example: ozone sh volume addacl -a user:team-b/reader:rl /vol1")]
+    Addacl {
+        path: String,
+        #[arg(short = 'a', long = "acl", alias = "acls")]
+        acls: String,
+    },
+    /// Removes rights from ACL entries.
+    #[command(after_help = "Example: ozone sh volume removeacl -a user:team-b/reader:l /vol1")]
+    Removeacl {
+        path: String,
+        #[arg(short = 'a', long = "acl", alias = "acls")]
+        acls: String,
     },
 }
 
@@ -279,6 +312,38 @@ pub(crate) enum BucketCmd {
         path: String,
         #[command(flatten)]
         which: ClearQuotaArgs,
+    },
+    /// The owner and ACL entries.
+    #[command(after_help = "Example: ozone sh bucket getacl /vol1/bucket1")]
+    Getacl { path: String },
+    /// Replaces every ACL entry (comma-separated TYPE:NAME:RIGHTS; types
+    /// user (namespace/serviceaccount), group (namespace), world; rights
+    /// r w c l d x y, a for all).
+    #[command(
+        after_help = "Example: ozone sh bucket setacl -a user:team-a/hbase:rwl,group:team-a:r /vol1/bucket1"
+    )]
+    Setacl {
+        path: String,
+        #[arg(short = 'a', long = "acls", alias = "acl")]
+        acls: String,
+    },
+    /// Adds rights to ACL entries.
+    #[command(
+        after_help = "Example: ozone sh bucket addacl -a user:team-b/reader:rl /vol1/bucket1"
+    )]
+    Addacl {
+        path: String,
+        #[arg(short = 'a', long = "acl", alias = "acls")]
+        acls: String,
+    },
+    /// Removes rights from ACL entries.
+    #[command(
+        after_help = "Example: ozone sh bucket removeacl -a user:team-b/reader:l /vol1/bucket1"
+    )]
+    Removeacl {
+        path: String,
+        #[arg(short = 'a', long = "acl", alias = "acls")]
+        acls: String,
     },
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use ozone_common::config::{self as keys};
 use ozone_common::names::OzonePath;
-use ozone_proto::{BucketInfo, BucketLayout, KeyInfo, VolumeInfo};
+use ozone_proto::{AclOp, BucketInfo, BucketLayout, KeyInfo, VolumeInfo};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
@@ -61,6 +61,8 @@ pub(crate) fn key_json(k: &KeyInfo) -> Value {
 fn volume_json(v: &VolumeInfo) -> Value {
     json!({
         "name": v.name,
+        "owner": v.owner,
+        "acls": v.acls,
         "creationTime": time(v.created_ms),
         "quotaInBytes": v.quota_in_bytes,
         "quotaInNamespace": v.quota_in_namespace,
@@ -74,6 +76,8 @@ fn bucket_json(b: &BucketInfo) -> Value {
         "volume": b.volume,
         "name": b.name,
         "layout": b.layout().as_str_name(),
+        "owner": b.owner,
+        "acls": b.acls,
         "creationTime": time(b.created_ms),
         "quotaInBytes": b.quota_in_bytes,
         "quotaInNamespace": b.quota_in_namespace,
@@ -406,11 +410,16 @@ fn volume_of(path: &str) -> anyhow::Result<String> {
     Ok(p.volume)
 }
 
+fn owner(o: &str) -> &str {
+    if o.is_empty() { "-" } else { o }
+}
+
 fn print_volume(v: &VolumeInfo, json_out: bool) {
     if json_out {
         return output::json(&volume_json(v));
     }
     println!("volume:           /{}", v.name);
+    println!("owner:            {}", owner(&v.owner));
     println!("created:          {}", time(v.created_ms));
     println!("space quota:      {}", quota(v.quota_in_bytes, true));
     println!("namespace quota:  {}", quota(v.quota_in_namespace, false));
@@ -428,6 +437,7 @@ fn print_bucket(b: &BucketInfo, json_out: bool) {
     }
     println!("bucket:           /{}/{}", b.volume, b.name);
     println!("layout:           {}", b.layout().as_str_name());
+    println!("owner:            {}", owner(&b.owner));
     println!("created:          {}", time(b.created_ms));
     println!("space quota:      {}", quota(b.quota_in_bytes, true));
     println!("namespace quota:  {}", quota(b.quota_in_namespace, false));
@@ -454,6 +464,42 @@ async fn set_quota(
     Ok(())
 }
 
+/// Prints an owner and its ACL entries, one per line (or as JSON).
+fn print_acl(a: &ozone_proto::AclResponse, json_out: bool) {
+    if json_out {
+        output::json(&serde_json::json!({"owner": a.owner, "acls": a.acls}));
+        return;
+    }
+    println!("owner: {}", owner(&a.owner));
+    for e in &a.acls {
+        println!("{e}");
+    }
+}
+
+/// Sets, adds or removes comma-separated entries, then prints the result.
+async fn acl_change(
+    client: &ozone_client::Client,
+    volume: &str,
+    bucket: &str,
+    op: AclOp,
+    acls: &str,
+) -> anyhow::Result<()> {
+    let entries: Vec<String> = acls
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if entries.is_empty() && op != AclOp::Set {
+        bail!("give ACL entries with -a, e.g. -a user:team-a/hbase:rw");
+    }
+    print_acl(
+        &client.modify_acl(volume, bucket, op, entries).await?,
+        false,
+    );
+    Ok(())
+}
+
 pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
     let conf = cli.conf()?;
     if let Some(socket) = conf.opt(&keys::CLIENT_SIDECAR_SOCKET)? {
@@ -470,9 +516,11 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
     let json_out = cli.json;
     match cmd {
         ShCmd::Volume { cmd } => match cmd {
-            VolumeCmd::Create { path, quota } => {
+            VolumeCmd::Create { path, user, quota } => {
                 let v = volume_of(path)?;
-                client.create_volume(&v).await?;
+                client
+                    .create_volume_owned(&v, user.as_deref().unwrap_or(""))
+                    .await?;
                 set_quota(&client, &v, "", quota).await?;
                 println!("created volume /{v}");
             }
@@ -506,6 +554,22 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 let v = volume_of(path)?;
                 set_quota(&client, &v, "", &which.cleared()).await?;
                 print_volume(&client.volume_info(&v).await?, false);
+            }
+            VolumeCmd::Getacl { path } => {
+                let v = volume_of(path)?;
+                print_acl(&client.get_acl(&v, "").await?, json_out);
+            }
+            VolumeCmd::Setacl { path, acls } => {
+                let v = volume_of(path)?;
+                acl_change(&client, &v, "", AclOp::Set, acls).await?;
+            }
+            VolumeCmd::Addacl { path, acls } => {
+                let v = volume_of(path)?;
+                acl_change(&client, &v, "", AclOp::Add, acls).await?;
+            }
+            VolumeCmd::Removeacl { path, acls } => {
+                let v = volume_of(path)?;
+                acl_change(&client, &v, "", AclOp::Remove, acls).await?;
             }
         },
         ShCmd::Bucket { cmd } => match cmd {
@@ -554,6 +618,22 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 let (v, b) = OzonePath::bucket_path(path)?;
                 set_quota(&client, &v, &b, &which.cleared()).await?;
                 print_bucket(&client.bucket_info(&v, &b).await?, false);
+            }
+            BucketCmd::Getacl { path } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                print_acl(&client.get_acl(&v, &b).await?, json_out);
+            }
+            BucketCmd::Setacl { path, acls } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                acl_change(&client, &v, &b, AclOp::Set, acls).await?;
+            }
+            BucketCmd::Addacl { path, acls } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                acl_change(&client, &v, &b, AclOp::Add, acls).await?;
+            }
+            BucketCmd::Removeacl { path, acls } => {
+                let (v, b) = OzonePath::bucket_path(path)?;
+                acl_change(&client, &v, &b, AclOp::Remove, acls).await?;
             }
         },
         ShCmd::Key {

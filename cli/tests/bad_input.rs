@@ -111,7 +111,10 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
         .await
         .unwrap();
     let s = om
-        .create_volume(CreateVolumeRequest { name: "x".into() })
+        .create_volume(CreateVolumeRequest {
+            name: "x".into(),
+            owner: String::new(),
+        })
         .await
         .unwrap_err();
     assert_eq!(s.code(), Code::InvalidArgument);

@@ -41,6 +41,8 @@ pub struct ClientConfig {
     /// Short-circuit reads in force: on when `ozone.domain.socket.path` is
     /// set and the mode is not off.
     pub short_circuit: Option<crate::shortcircuit::ScConfig>,
+    /// `ozone.client.token.file`: the token presented to the OM.
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Short-circuit settings from `conf`: on when a socket directory is set,
@@ -131,6 +133,7 @@ impl ClientConfig {
             max_block_attempts: 8,
             short_circuit_mode,
             short_circuit: short_circuit(conf, short_circuit_mode)?,
+            token_file: conf.opt(&keys::CLIENT_TOKEN_FILE)?,
         })
     }
 

@@ -169,12 +169,54 @@ impl Client {
         self.inner.pool.len()
     }
 
-    /// Creates a volume.
+    /// Creates a volume owned by the caller.
     pub async fn create_volume(&self, name: &str) -> Result<VolumeInfo> {
+        self.create_volume_owned(name, "").await
+    }
+
+    /// Creates a volume owned by `owner` (namespace/serviceaccount; the
+    /// caller when empty).
+    pub async fn create_volume_owned(&self, name: &str, owner: &str) -> Result<VolumeInfo> {
         ozone_common::names::check_resource_name("volume", name)?;
-        let req = CreateVolumeRequest { name: name.into() };
+        let req = CreateVolumeRequest {
+            name: name.into(),
+            owner: owner.into(),
+        };
         let r = om_call!(self.inner.om, create_volume, req)?;
         Ok(r.volume.unwrap_or_default())
+    }
+
+    /// The owner and ACL entries of a volume (`bucket` empty) or bucket.
+    pub async fn get_acl(&self, volume: &str, bucket: &str) -> Result<AclResponse> {
+        let req = AclObject {
+            volume: volume.into(),
+            bucket: bucket.into(),
+        };
+        om_call!(self.inner.om, get_acl, req)
+    }
+
+    /// Sets, adds to or removes from the ACL of a volume or bucket.
+    pub async fn modify_acl(
+        &self,
+        volume: &str,
+        bucket: &str,
+        op: AclOp,
+        acls: Vec<String>,
+    ) -> Result<AclResponse> {
+        let req = ModifyAclRequest {
+            object: Some(AclObject {
+                volume: volume.into(),
+                bucket: bucket.into(),
+            }),
+            op: op as i32,
+            acls,
+        };
+        om_call!(self.inner.om, modify_acl, req)
+    }
+
+    /// Who the OM takes this client for.
+    pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
+        om_call!(self.inner.om, who_am_i, WhoAmIRequest {})
     }
 
     /// Lists volumes.

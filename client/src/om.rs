@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ozone_common::credentials::{AuthChannel, Credentials};
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
-use tonic::transport::Channel;
+
+/// The channel of OM calls: each carries the client's credentials.
+type Channel = AuthChannel;
 
 use crate::ClientConfig;
 use crate::error::{ClientError, Result};
@@ -77,8 +80,12 @@ impl Om {
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(60))
             .connect_lazy();
+        let creds = match &config.token_file {
+            Some(f) => Credentials::token_file(f.clone()),
+            None => Credentials::None,
+        };
         Ok(Self {
-            client: OzoneManagerClient::new(ch)
+            client: OzoneManagerClient::new(creds.wrap(ch))
                 .max_decoding_message_size(config.max_message_size)
                 .max_encoding_message_size(config.max_message_size),
             address: address.to_string(),

@@ -5,6 +5,7 @@
 pub mod block_key;
 pub mod checksum;
 pub mod config;
+pub mod credentials;
 pub mod grpc;
 pub mod integrity;
 pub mod names;

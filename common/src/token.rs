@@ -23,7 +23,17 @@ pub enum TokenError {
     WrongMode { granted: String, wanted: String },
     #[error("block token secret must be at least 32 bytes (got {0})")]
     WeakSecret(usize),
+    #[error("command is for datanode {granted}, not {wanted}")]
+    WrongTarget { granted: String, wanted: String },
+    #[error("command expires too far ahead ({0} ms)")]
+    TooLong(u64),
+    #[error("command was already used (replayed)")]
+    Replayed,
 }
+
+/// Longest validity a signed OM command may claim: a datanode refuses
+/// commands that would stay usable (and so replayable) longer.
+pub const MAX_COMMAND_VALIDITY_MS: u64 = 10 * 60 * 1000;
 
 /// Signs and checks block tokens with one shared secret.
 #[derive(Clone)]
@@ -109,6 +119,209 @@ impl TokenSigner {
     }
 }
 
+/// What a service credential says: a cluster-internal process (a datanode)
+/// of `role` named `name`, signed by the cluster secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceIdentity {
+    /// The kind of process: `datanode`.
+    pub role: String,
+    /// Its id.
+    pub name: String,
+}
+
+impl TokenSigner {
+    /// A service credential (`role:name:expiry:mac`) for the `authorization`
+    /// header, valid until `expiry_ms`. `role` and `name` hold no `:`.
+    pub fn sign_service(&self, role: &str, name: &str, expiry_ms: u64) -> String {
+        let mac = self
+            .service_mac(role, name, expiry_ms)
+            .finalize()
+            .into_bytes();
+        format!("{role}:{name}:{expiry_ms}:{}", hex(&mac))
+    }
+
+    fn service_mac(&self, role: &str, name: &str, expiry_ms: u64) -> Hmac<Sha256> {
+        let mut m = self.mac(b"ozone-service\0");
+        m.update(role.as_bytes());
+        m.update(b"\0");
+        m.update(name.as_bytes());
+        m.update(b"\0");
+        m.update(&expiry_ms.to_le_bytes());
+        m
+    }
+
+    /// Checks a service credential at `now_ms`.
+    pub fn verify_service(&self, cred: &str, now_ms: u64) -> Result<ServiceIdentity, TokenError> {
+        let mut parts = cred.trim().splitn(4, ':');
+        let (Some(role), Some(name), Some(expiry), Some(mac)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(TokenError::Malformed);
+        };
+        let expiry: u64 = expiry.parse().map_err(|_| TokenError::Malformed)?;
+        let mac = unhex(mac).ok_or(TokenError::Malformed)?;
+        self.service_mac(role, name, expiry)
+            .verify_slice(&mac)
+            .map_err(|_| TokenError::BadSignature)?;
+        if expiry < now_ms {
+            return Err(TokenError::Expired(now_ms - expiry));
+        }
+        Ok(ServiceIdentity {
+            role: role.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    fn command_mac(
+        &self,
+        kind: &str,
+        target: &str,
+        expiry_ms: u64,
+        nonce: &[u8],
+        payload: &[u8],
+    ) -> Hmac<Sha256> {
+        let mut m = self.mac(b"ozone-command\0");
+        for part in [kind.as_bytes(), target.as_bytes(), nonce] {
+            m.update(&(part.len() as u64).to_le_bytes());
+            m.update(part);
+        }
+        m.update(&expiry_ms.to_le_bytes());
+        m.update(payload);
+        m
+    }
+
+    /// Signs command `kind` (an RPC name) with `payload` (the request
+    /// encoded without its signature) for datanode `target`, valid until
+    /// `expiry_ms`, with a fresh random nonce.
+    pub fn sign_command(
+        &self,
+        kind: &str,
+        target: &str,
+        payload: &[u8],
+        expiry_ms: u64,
+    ) -> ozone_proto::CommandAuth {
+        let nonce: [u8; 16] = rand_nonce();
+        let mac = self
+            .command_mac(kind, target, expiry_ms, &nonce, payload)
+            .finalize()
+            .into_bytes()
+            .to_vec();
+        ozone_proto::CommandAuth {
+            target: target.to_string(),
+            expiry_ms,
+            nonce: nonce.to_vec(),
+            mac,
+        }
+    }
+
+    /// Checks a signed command for datanode `me` at `now_ms`; the caller
+    /// then checks that the nonce was not used before.
+    pub fn verify_command(
+        &self,
+        auth: Option<&ozone_proto::CommandAuth>,
+        kind: &str,
+        me: &str,
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<(), TokenError> {
+        let a = auth.ok_or(TokenError::Missing)?;
+        if a.nonce.len() < 16 {
+            return Err(TokenError::Malformed);
+        }
+        self.command_mac(kind, &a.target, a.expiry_ms, &a.nonce, payload)
+            .verify_slice(&a.mac)
+            .map_err(|_| TokenError::BadSignature)?;
+        if a.target != me {
+            return Err(TokenError::WrongTarget {
+                granted: a.target.clone(),
+                wanted: me.to_string(),
+            });
+        }
+        if a.expiry_ms < now_ms {
+            return Err(TokenError::Expired(now_ms - a.expiry_ms));
+        }
+        if a.expiry_ms - now_ms > MAX_COMMAND_VALIDITY_MS {
+            return Err(TokenError::TooLong(a.expiry_ms - now_ms));
+        }
+        Ok(())
+    }
+}
+
+/// How long a signed OM command stays valid: long enough for its delivery.
+pub const COMMAND_VALIDITY_MS: u64 = 2 * 60 * 1000;
+
+/// Signs `msg` (its `auth` field unset) as command `kind` for datanode
+/// `target`, valid for [`COMMAND_VALIDITY_MS`].
+pub fn sign_request<M: Message>(
+    signer: &TokenSigner,
+    kind: &str,
+    target: &str,
+    msg: &M,
+) -> ozone_proto::CommandAuth {
+    signer.sign_command(
+        kind,
+        target,
+        &msg.encode_to_vec(),
+        crate::now_ms() + COMMAND_VALIDITY_MS,
+    )
+}
+
+/// Nonces of signed commands already accepted, kept until they expire: a
+/// copied command is refused the second time.
+#[derive(Debug, Default)]
+pub struct NonceCache {
+    seen: std::sync::Mutex<std::collections::HashMap<Vec<u8>, u64>>,
+}
+
+impl NonceCache {
+    /// Records `nonce` (valid until `expiry_ms`); `Replayed` if it was seen.
+    pub fn accept(&self, nonce: &[u8], expiry_ms: u64, now_ms: u64) -> Result<(), TokenError> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() > 4096 {
+            seen.retain(|_, exp| *exp >= now_ms);
+        }
+        match seen.entry(nonce.to_vec()) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(TokenError::Replayed),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(expiry_ms);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn rand_nonce() -> [u8; 16] {
+    let mut n = [0u8; 16];
+    // The OS's random source; a failure leaves the time-derived fallback
+    // below, still unique per call within one process.
+    if getrandom(&mut n).is_err() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        n[..8].copy_from_slice(&crate::now_ms().to_le_bytes());
+        n[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    }
+    n
+}
+
+fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +360,62 @@ mod tests {
         );
         assert_eq!(s.verify(b"", &b, "READ", 0), Err(TokenError::Missing));
         assert!(TokenSigner::new(b"short").is_err());
+    }
+
+    #[test]
+    fn service_credentials() {
+        let s = TokenSigner::new(&[7u8; 32]).unwrap();
+        let c = s.sign_service("datanode", "dn-1", 1000);
+        let id = s.verify_service(&c, 999).unwrap();
+        assert_eq!((id.role.as_str(), id.name.as_str()), ("datanode", "dn-1"));
+        assert_eq!(s.verify_service(&c, 1001), Err(TokenError::Expired(1)));
+        let other = TokenSigner::new(&[8u8; 32]).unwrap();
+        assert_eq!(other.verify_service(&c, 0), Err(TokenError::BadSignature));
+        let renamed = c.replacen("dn-1", "dn-2", 1);
+        assert_eq!(s.verify_service(&renamed, 0), Err(TokenError::BadSignature));
+        assert_eq!(s.verify_service("garbage", 0), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn commands_bind_kind_target_payload_and_nonce() {
+        let s = TokenSigner::new(&[7u8; 32]).unwrap();
+        let a = s.sign_command("DeleteBlocks", "dn-1", b"payload", 60_000);
+        s.verify_command(Some(&a), "DeleteBlocks", "dn-1", b"payload", 1000)
+            .unwrap();
+        assert!(matches!(
+            s.verify_command(Some(&a), "DeleteBlocks", "dn-2", b"payload", 1000),
+            Err(TokenError::WrongTarget { .. })
+        ));
+        for (kind, payload) in [
+            ("ReplicateBlock", &b"payload"[..]),
+            ("DeleteBlocks", b"other"),
+        ] {
+            assert_eq!(
+                s.verify_command(Some(&a), kind, "dn-1", payload, 1000),
+                Err(TokenError::BadSignature)
+            );
+        }
+        assert_eq!(
+            s.verify_command(Some(&a), "DeleteBlocks", "dn-1", b"payload", 60_001),
+            Err(TokenError::Expired(1))
+        );
+        let long = s.sign_command("DeleteBlocks", "dn-1", b"p", MAX_COMMAND_VALIDITY_MS + 10);
+        assert!(matches!(
+            s.verify_command(Some(&long), "DeleteBlocks", "dn-1", b"p", 0),
+            Err(TokenError::TooLong(_))
+        ));
+        assert_eq!(
+            s.verify_command(None, "DeleteBlocks", "dn-1", b"p", 0),
+            Err(TokenError::Missing)
+        );
+        let b = s.sign_command("DeleteBlocks", "dn-1", b"payload", 60_000);
+        assert_ne!(a.nonce, b.nonce);
+        let cache = NonceCache::default();
+        cache.accept(&a.nonce, a.expiry_ms, 0).unwrap();
+        cache.accept(&b.nonce, b.expiry_ms, 0).unwrap();
+        assert_eq!(
+            cache.accept(&a.nonce, a.expiry_ms, 0),
+            Err(TokenError::Replayed)
+        );
     }
 }

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub write_checksum_failures: Counter,
     /// Blocks deleted.
     pub blocks_deleted: Counter,
+    /// OM commands (DeleteBlocks, ReplicateBlock) refused: unsigned, forged,
+    /// expired, for another datanode, or replayed.
+    pub commands_refused: Counter,
     /// Bytes in committed blocks.
     pub used_bytes: Gauge,
     /// Open short-circuit connections.
@@ -121,6 +124,11 @@ impl Metrics {
             "blocks_deleted",
             "Blocks deleted",
             self.blocks_deleted.clone(),
+        );
+        r.register(
+            "commands_refused",
+            "OM commands refused: unsigned, forged, expired, for another datanode, or replayed",
+            self.commands_refused.clone(),
         );
         r.register(
             "used_bytes",

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 use ozone_proto::{BlockId, ReportBadReplicaRequest};
 use tokio::sync::watch;
-use tonic::transport::Channel;
 
 use crate::metrics::Metrics;
 use crate::storage::{BlockStore, ScanOutcome};
@@ -121,7 +120,7 @@ pub fn scan_pass(
 pub async fn run(
     store: Arc<BlockStore>,
     cfg: ScanConfig,
-    mut om: OzoneManagerClient<Channel>,
+    mut om: OzoneManagerClient<ozone_common::credentials::AuthChannel>,
     datanode_id: String,
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,

@@ -152,13 +152,21 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         .max(1 << 20);
     let scan_metrics = metrics.clone();
     let svc = DatanodeService::new(
+        &id,
         store.clone(),
         metrics,
         cfg.verify_writes,
         max_read,
-        tokens,
+        tokens.clone(),
         cfg.replication,
     );
+    // Calls to the OM prove they come from this datanode when the cluster
+    // has a secret.
+    let creds = match &tokens {
+        Some(t) => ozone_common::credentials::Credentials::service(t.clone(), "datanode", &id),
+        None => ozone_common::credentials::Credentials::None,
+    };
+    let om = creds.wrap(om);
     let dn = DatanodeServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
@@ -216,7 +224,7 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
 /// registration and every `full_every`, the changes since in between. A
 /// report the OM did not take is sent again.
 async fn heartbeat_loop(
-    mut om: OzoneManagerClient<tonic::transport::Channel>,
+    mut om: OzoneManagerClient<ozone_common::credentials::AuthChannel>,
     mut details: DatanodeDetails,
     store: Arc<BlockStore>,
     (interval, full_every): (Duration, Duration),

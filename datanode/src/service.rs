@@ -41,12 +41,17 @@ pub struct DatanodeService {
     max_read: u64,
     tokens: Option<TokenSigner>,
     replicator: Arc<crate::replication::Replicator>,
+    /// This datanode's id: signed OM commands must name it.
+    id: Arc<str>,
+    /// Nonces of OM commands already accepted.
+    nonces: Arc<ozone_common::token::NonceCache>,
 }
 
 impl DatanodeService {
     /// A service over `store`; reads larger than `max_read` bytes are refused
     /// (they would not fit one gRPC message).
     pub fn new(
+        id: &str,
         store: Arc<BlockStore>,
         metrics: Arc<Metrics>,
         verify_writes: bool,
@@ -67,7 +72,36 @@ impl DatanodeService {
             max_read,
             tokens,
             replicator,
+            id: id.into(),
+            nonces: Default::default(),
         }
+    }
+
+    /// Checks that a command (DeleteBlocks, ReplicateBlock) comes from the
+    /// OM when block tokens are on: signed with the cluster secret, for this
+    /// datanode, not expired, and not seen before. `unsigned` is the
+    /// request with its signature taken out.
+    fn check_command<M: prost::Message>(
+        &self,
+        kind: &'static str,
+        auth: Option<&CommandAuth>,
+        unsigned: &M,
+    ) -> Result<(), Status> {
+        let Some(t) = &self.tokens else {
+            return Ok(());
+        };
+        let now = ozone_common::now_ms();
+        let refused = |e: ozone_common::token::TokenError| {
+            self.metrics.commands_refused.inc();
+            tracing::warn!(command = kind, "refused: {e}");
+            Status::permission_denied(format!("{kind} refused: {e}"))
+        };
+        t.verify_command(auth, kind, &self.id, &unsigned.encode_to_vec(), now)
+            .map_err(refused)?;
+        let a = auth.expect("verified");
+        self.nonces
+            .accept(&a.nonce, a.expiry_ms, now)
+            .map_err(refused)
     }
 
     /// Checks a READ token when block tokens are on.
@@ -282,7 +316,10 @@ impl Datanode for DatanodeService {
         &self,
         req: Request<DeleteBlocksRequest>,
     ) -> Result<Response<DeleteBlocksResponse>, Status> {
-        let blocks = req.into_inner().blocks;
+        let mut r = req.into_inner();
+        let auth = r.auth.take();
+        self.check_command("DeleteBlocks", auth.as_ref(), &r)?;
+        let blocks = r.blocks;
         let before = self.store.slots().invalidated_total();
         let deleted = self
             .blocking("DeleteBlocks", move |s| s.delete(&blocks))
@@ -300,18 +337,17 @@ impl Datanode for DatanodeService {
         req: Request<ReplicateBlockRequest>,
     ) -> Result<Response<ReplicateBlockResponse>, Status> {
         self.count("ReplicateBlock");
-        let (copied, source) = self
-            .replicator
-            .replicate(req.into_inner())
-            .await
-            .inspect_err(|_| {
-                self.metrics
-                    .errors
-                    .get_or_create(&OpLabel {
-                        op: "ReplicateBlock",
-                    })
-                    .inc();
-            })?;
+        let mut r = req.into_inner();
+        let auth = r.auth.take();
+        self.check_command("ReplicateBlock", auth.as_ref(), &r)?;
+        let (copied, source) = self.replicator.replicate(r).await.inspect_err(|_| {
+            self.metrics
+                .errors
+                .get_or_create(&OpLabel {
+                    op: "ReplicateBlock",
+                })
+                .inc();
+        })?;
         Ok(Response::new(ReplicateBlockResponse { copied, source }))
     }
 }

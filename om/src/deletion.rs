@@ -27,6 +27,7 @@ pub async fn run(
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     channels: Arc<DatanodeChannels>,
+    signer: Option<ozone_common::token::TokenSigner>,
     interval: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -67,7 +68,17 @@ pub async fn run(
             let Some(mut dn_client) = channels.client(&d.address) else {
                 continue;
             };
-            let call = dn_client.delete_blocks(DeleteBlocksRequest { blocks });
+            let mut req = DeleteBlocksRequest { blocks, auth: None };
+            if let Some(signer) = &signer {
+                // Signed for this datanode only, usable once.
+                req.auth = Some(ozone_common::token::sign_request(
+                    signer,
+                    "DeleteBlocks",
+                    &dn,
+                    &req,
+                ));
+            }
+            let call = dn_client.delete_blocks(req);
             match tokio::time::timeout(CALL_TIMEOUT, call)
                 .await
                 .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer within 30 s")))

@@ -2,6 +2,7 @@
 //! replica placement; the datanode registry; replica reports and the
 //! replication manager; block deletion.
 
+pub mod auth;
 pub mod cmd;
 mod deletion;
 mod dn_channels;
@@ -15,4 +16,4 @@ mod server;
 mod service;
 mod store;
 
-pub use server::{OmConfig, OmHandle, StartError, start};
+pub use server::{OmConfig, OmHandle, SecurityConfig, StartError, start};

@@ -52,6 +52,10 @@ pub struct Metrics {
     pub open_keys_aborted: Counter,
     /// Files closed at their synced length by the lease hard limit.
     pub open_keys_lease_closed: Counter,
+    /// Calls refused for missing or bad credentials.
+    pub auth_failures: Counter,
+    /// Calls refused for want of rights.
+    pub permission_denials: Counter,
 }
 
 impl Metrics {
@@ -75,6 +79,16 @@ impl Metrics {
             self.open_keys_lease_closed.clone(),
         );
         r.register("errors", "Failed requests by method", self.errors.clone());
+        r.register(
+            "auth_failures",
+            "Calls refused for missing or bad credentials",
+            self.auth_failures.clone(),
+        );
+        r.register(
+            "permission_denials",
+            "Calls refused for want of rights",
+            self.permission_denials.clone(),
+        );
         r.register(
             "keys_committed",
             "Keys committed",

@@ -705,7 +705,17 @@ impl ReplicationManager {
                 })
                 .unwrap_or_default(),
             size: c.size,
+            auth: None,
         };
+        let mut req = req;
+        if let Some((signer, _)) = &self.tokens {
+            req.auth = Some(ozone_common::token::sign_request(
+                signer,
+                "ReplicateBlock",
+                &c.target,
+                &req,
+            ));
+        }
         tracing::debug!(block = %c.id.display(), target = %c.target, in_place = c.in_place, healthy = c.healthy, "copy asked");
         let me = self.clone();
         let target_address = target.address.clone();

@@ -45,6 +45,21 @@ pub struct OmConfig {
     pub replication: crate::replication::ReplicationConfig,
     /// When abandoned write sessions are cleaned up.
     pub open_keys: crate::open_keys::OpenKeyCleanup,
+    /// Authentication and ACLs (`ozone.security.enabled`), when on.
+    pub security: Option<SecurityConfig>,
+}
+
+/// How the OM authenticates callers when security is on.
+#[derive(Debug, Clone)]
+pub struct SecurityConfig {
+    /// Static client tokens (else the API server's TokenReview).
+    pub token_file: Option<PathBuf>,
+    /// Audience of reviewed tokens.
+    pub audience: String,
+    /// Admin identities.
+    pub admins: Vec<String>,
+    /// Namespaces whose ServiceAccounts are admins.
+    pub admin_groups: Vec<String>,
 }
 
 impl OmConfig {
@@ -66,6 +81,16 @@ impl OmConfig {
                 interval: conf.value(&keys::OPEN_KEY_CLEANUP_INTERVAL)?,
                 expire: conf.value(&keys::OPEN_KEY_EXPIRE)?,
                 lease_hard_limit: conf.value(&keys::LEASE_HARD_LIMIT)?,
+            },
+            security: if conf.value(&keys::SECURITY_ENABLED)? {
+                Some(SecurityConfig {
+                    token_file: conf.opt(&keys::TOKEN_AUTH_FILE)?,
+                    audience: conf.value(&keys::TOKEN_AUDIENCE)?,
+                    admins: conf.value(&keys::ADMINISTRATORS)?.0,
+                    admin_groups: conf.value(&keys::ADMINISTRATORS_GROUPS)?.0,
+                })
+            } else {
+                None
             },
             replication: crate::replication::ReplicationConfig {
                 interval: conf.value(&keys::REPLICATION_INTERVAL)?,
@@ -151,6 +176,55 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         )),
         None => None,
     };
+    let auth = match &cfg.security {
+        None => None,
+        Some(sec) => {
+            let Some((signer, _)) = &tokens else {
+                return Err(StartError::Invalid(format!(
+                    "{} needs {} and its secret: datanodes prove who they are with it",
+                    keys::SECURITY_ENABLED.name,
+                    keys::BLOCK_TOKEN_ENABLED.name
+                )));
+            };
+            for a in &sec.admins {
+                if a != "*" {
+                    crate::auth::acl::check_identity(a).map_err(|e| {
+                        StartError::Invalid(format!("{}: {e}", keys::ADMINISTRATORS.name))
+                    })?;
+                }
+            }
+            let source = match &sec.token_file {
+                Some(f) => {
+                    if !f.is_file() {
+                        return Err(StartError::Invalid(format!(
+                            "{}: {} is not a file",
+                            keys::TOKEN_AUTH_FILE.name,
+                            f.display()
+                        )));
+                    }
+                    crate::auth::TokenSource::File(crate::auth::StaticTokens::new(f.clone()))
+                }
+                None => crate::auth::TokenSource::Review(
+                    crate::auth::TokenReviewer::from_environment(sec.audience.clone())
+                        .await
+                        .map_err(|e| {
+                            StartError::Invalid(format!(
+                                "{} is on without {}, so tokens go to the Kubernetes API \
+                                 server, which cannot be reached: {e}",
+                                keys::SECURITY_ENABLED.name,
+                                keys::TOKEN_AUTH_FILE.name
+                            ))
+                        })?,
+                ),
+            };
+            Some(Arc::new(crate::auth::Authenticator::new(
+                source,
+                signer.clone(),
+                sec.admins.clone(),
+                sec.admin_groups.clone(),
+            )))
+        }
+    };
     let replicas = Arc::new(crate::replica_map::ReplicaMap::default());
     let channels = Arc::new(crate::dn_channels::DatanodeChannels::default());
     let replication = Arc::new(crate::replication::ReplicationManager::new(
@@ -169,6 +243,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         OmSettings {
             block_size: cfg.block_size,
             tokens,
+            auth,
         },
         replicas,
         replication.clone(),
@@ -190,6 +265,9 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         registry,
         metrics,
         channels,
+        cfg.block_token_secret
+            .as_deref()
+            .and_then(|s| ozone_common::token::TokenSigner::new(s).ok()),
         cfg.deletion_interval,
         rx,
     ));

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::value::{
-    Bytes, ChecksumAlgorithm, Ids, Paths, ReplicationFactor, ShortCircuitMode, Value,
+    Bytes, ChecksumAlgorithm, Ids, Names, Paths, ReplicationFactor, ShortCircuitMode, Value,
 };
 
 /// A process that reads configuration.
@@ -227,6 +227,18 @@ keys! {
     BLOCK_TOKEN_SECRET_FILE: PathBuf = "hdds.block.token.secret.file", None, [Om, Datanode];
     /// Lifetime of a block token.
     BLOCK_TOKEN_EXPIRY: Duration = "hdds.block.token.expiry.time", Some("24h"), [Om];
+    /// OM: every call must carry credentials; volumes and buckets have owners and ACLs (needs block tokens).
+    SECURITY_ENABLED: bool = "ozone.security.enabled", Some("false"), [Om];
+    /// OM: admin identities (namespace/serviceaccount, `*` for all) when security is on.
+    ADMINISTRATORS: Names = "ozone.administrators", Some(""), [Om];
+    /// OM: namespaces whose every ServiceAccount is an admin.
+    ADMINISTRATORS_GROUPS: Names = "ozone.administrators.groups", Some(""), [Om];
+    /// OM: client tokens from this file (`token,namespace/serviceaccount[,expiry]`) instead of the API server's TokenReview.
+    TOKEN_AUTH_FILE: PathBuf = "ozone.om.token.auth.file", None, [Om];
+    /// OM: the audience clients' ServiceAccount tokens must be minted for.
+    TOKEN_AUDIENCE: String = "ozone.om.token.audience", Some("ozone"), [Om];
+    /// Client: file holding the token presented to the OM (a projected ServiceAccount token; re-read when it changes).
+    CLIENT_TOKEN_FILE: PathBuf = "ozone.client.token.file", None, [Client, Sidecar];
 }
 
 /// The declaration of `name`.

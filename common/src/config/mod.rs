@@ -9,7 +9,7 @@ pub mod value;
 
 pub use keys::*;
 pub use value::{
-    Bytes, ChecksumAlgorithm, Ids, Paths, ReplicationFactor, ShortCircuitMode, Value,
+    Bytes, ChecksumAlgorithm, Ids, Names, Paths, ReplicationFactor, ShortCircuitMode, Value,
     parse_duration, parse_size,
 };
 

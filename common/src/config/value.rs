@@ -105,6 +105,24 @@ impl Value for Ids {
     }
 }
 
+/// Comma-separated names (identities, namespaces); empty means none.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Names(pub Vec<String>);
+
+impl Value for Names {
+    const KIND: &'static str = "names";
+    const ALLOWED: &'static str = "comma-separated names";
+    fn parse(text: &str) -> Option<Self> {
+        Some(Names(
+            text.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        ))
+    }
+}
+
 /// Declares an enum whose values are fixed words (case-insensitive).
 macro_rules! word_enum {
     ($(#[$m:meta])* $name:ident, $allowed:literal { $($(#[$vm:meta])* $variant:ident = [$($word:literal),+]),+ $(,)? }) => {

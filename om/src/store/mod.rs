@@ -9,10 +9,12 @@
 //! - `namespace`: volumes, buckets, object-store keys, sessions, datanodes,
 //!   deletions, bad replicas;
 //! - `fs`: directories and files of FILE_SYSTEM_OPTIMIZED buckets;
+//! - `acl`: owners and ACL entries of volumes and buckets;
 //! - `quota`: volume and bucket details and deletion, quotas and use;
 //! - `block_rows`: the replication manager's view of every block;
 //! - `group_commit`: one fsync for many transactions.
 
+mod acl;
 pub mod block_rows;
 mod error;
 pub mod fs;

@@ -12,12 +12,24 @@ use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode, id_only, key_key};
 
 impl OmStore {
-    /// Creates a volume.
+    /// Creates a volume without an owner.
+    #[cfg(test)]
     pub fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
+        self.create_volume_owned(name, "", now)
+    }
+
+    /// Creates a volume owned by `owner` (namespace/serviceaccount).
+    pub fn create_volume_owned(
+        &self,
+        name: &str,
+        owner: &str,
+        now: u64,
+    ) -> Result<VolumeInfo, OmError> {
         let txn = self.write()?;
         let info = VolumeInfo {
             name: name.to_string(),
             created_ms: now,
+            owner: owner.to_string(),
             ..Default::default()
         };
         {
@@ -42,12 +54,25 @@ impl OmStore {
         Ok(out)
     }
 
-    /// Creates a bucket in an existing volume.
+    /// Creates a bucket in an existing volume, without an owner.
+    #[cfg(test)]
     pub fn create_bucket(
         &self,
         volume: &str,
         name: &str,
         layout: BucketLayout,
+        now: u64,
+    ) -> Result<BucketInfo, OmError> {
+        self.create_bucket_owned(volume, name, layout, "", now)
+    }
+
+    /// Creates a bucket owned by `owner` in an existing volume.
+    pub fn create_bucket_owned(
+        &self,
+        volume: &str,
+        name: &str,
+        layout: BucketLayout,
+        owner: &str,
         now: u64,
     ) -> Result<BucketInfo, OmError> {
         let txn = self.write()?;
@@ -62,6 +87,7 @@ impl OmStore {
                 BucketLayout::ObjectStore
             } as i32,
             object_id: if fs { Self::next(&txn, "object")? } else { 0 },
+            owner: owner.to_string(),
             ..Default::default()
         };
         {

@@ -9,12 +9,15 @@ use ozone_proto::ozone_manager_server::OzoneManager;
 use ozone_proto::*;
 use tonic::{Request, Response, Status};
 
+use crate::auth::acl::{self, AclChange, Rights};
 use crate::metrics::{Metrics, OpLabel};
 use crate::placement;
 use crate::registry::Registry;
 use crate::replica_map::ReplicaMap;
 use crate::replication::ReplicationManager;
 use crate::store::{OmError, OmStore};
+
+mod access;
 
 impl From<OmError> for Status {
     fn from(e: OmError) -> Self {
@@ -32,12 +35,14 @@ impl From<OmError> for Status {
 }
 
 /// Settings the service needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OmSettings {
     /// Block size handed to writers.
     pub block_size: u64,
     /// Block-token signer and token lifetime, when block tokens are on.
     pub tokens: Option<(ozone_common::token::TokenSigner, std::time::Duration)>,
+    /// Who calls, when security is on.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
 }
 
 /// gRPC front of the OM state.
@@ -185,19 +190,36 @@ impl OzoneManager for OmService {
         &self,
         req: Request<CreateVolumeRequest>,
     ) -> Result<Response<CreateVolumeResponse>, Status> {
-        let name = req.into_inner().name;
+        let who = self.caller(&req).await?;
+        self.require_admin(&who, "create volumes")?;
+        let r = req.into_inner();
+        let name = r.name;
         check_resource_name("volume", &name).map_err(invalid)?;
+        let owner = match (r.owner.is_empty(), &who) {
+            (false, _) => {
+                acl::check_identity(&r.owner).map_err(invalid)?;
+                r.owner
+            }
+            (true, crate::auth::Caller::User(u)) => u.clone(),
+            (true, _) => String::new(),
+        };
         let v = self
-            .run("CreateVolume", move |s| s.create_volume(&name, now_ms()))
+            .run("CreateVolume", move |s| {
+                s.create_volume_owned(&name, &owner, now_ms())
+            })
             .await?;
         Ok(Response::new(CreateVolumeResponse { volume: Some(v) }))
     }
 
     async fn list_volumes(
         &self,
-        _req: Request<ListVolumesRequest>,
+        req: Request<ListVolumesRequest>,
     ) -> Result<Response<ListVolumesResponse>, Status> {
-        let volumes = self.run("ListVolumes", |s| s.list_volumes()).await?;
+        let who = self.caller(&req).await?;
+        self.require_client(&who, "list volumes")?;
+        let mut volumes = self.run("ListVolumes", |s| s.list_volumes()).await?;
+        // Others see the volumes they have some right on.
+        volumes.retain(|v| self.rights(&who, v, None) != Rights::NONE);
         Ok(Response::new(ListVolumesResponse { volumes }))
     }
 
@@ -205,14 +227,21 @@ impl OzoneManager for OmService {
         &self,
         req: Request<CreateBucketRequest>,
     ) -> Result<Response<CreateBucketResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         check_resource_name("volume", &r.volume).map_err(invalid)?;
         check_resource_name("bucket", &r.name).map_err(invalid)?;
         let layout = BucketLayout::try_from(r.layout)
             .map_err(|_| invalid(format!("unknown bucket layout {}", r.layout)))?;
+        self.require(&who, &r.volume, None, Rights::CREATE, "create buckets")
+            .await?;
+        let owner = match &who {
+            crate::auth::Caller::User(u) => u.clone(),
+            _ => String::new(),
+        };
         let b = self
             .run("CreateBucket", move |s| {
-                s.create_bucket(&r.volume, &r.name, layout, now_ms())
+                s.create_bucket_owned(&r.volume, &r.name, layout, &owner, now_ms())
             })
             .await?;
         Ok(Response::new(CreateBucketResponse { bucket: Some(b) }))
@@ -222,7 +251,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ListBucketsRequest>,
     ) -> Result<Response<ListBucketsResponse>, Status> {
+        let who = self.caller(&req).await?;
         let v = req.into_inner().volume;
+        self.require(&who, &v, None, Rights::LIST, "list buckets")
+            .await?;
         let buckets = self.run("ListBuckets", move |s| s.list_buckets(&v)).await?;
         Ok(Response::new(ListBucketsResponse { buckets }))
     }
@@ -231,7 +263,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<GetVolumeRequest>,
     ) -> Result<Response<VolumeInfo>, Status> {
+        let who = self.caller(&req).await?;
         let v = req.into_inner().volume;
+        self.require(&who, &v, None, Rights::READ, "read volumes")
+            .await?;
         let info = self.run("GetVolume", move |s| s.get_volume(&v)).await?;
         Ok(Response::new(info))
     }
@@ -240,7 +275,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<GetBucketRequest>,
     ) -> Result<Response<BucketInfo>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::READ, "read buckets")
+            .await?;
         let info = self
             .run("GetBucket", move |s| s.get_bucket(&r.volume, &r.bucket))
             .await?;
@@ -251,7 +289,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<GetVolumeRequest>,
     ) -> Result<Response<DeleteVolumeResponse>, Status> {
+        let who = self.caller(&req).await?;
         let v = req.into_inner().volume;
+        self.require(&who, &v, None, Rights::DELETE, "delete volumes")
+            .await?;
         self.run("DeleteVolume", move |s| s.delete_volume(&v))
             .await?;
         Ok(Response::new(DeleteVolumeResponse {}))
@@ -261,7 +302,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<GetBucketRequest>,
     ) -> Result<Response<DeleteBucketResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::DELETE, "delete buckets")
+            .await?;
         self.run("DeleteBucket", move |s| {
             s.delete_bucket(&r.volume, &r.bucket)
         })
@@ -273,7 +317,21 @@ impl OzoneManager for OmService {
         &self,
         req: Request<SetQuotaRequest>,
     ) -> Result<Response<SetQuotaResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        if r.bucket.is_empty() {
+            // A tenant does not raise its own volume's quota.
+            self.require_admin(&who, "set volume quotas")?;
+        } else {
+            self.require(
+                &who,
+                &r.volume,
+                None,
+                Rights::WRITE_ACL,
+                "set bucket quotas",
+            )
+            .await?;
+        }
         self.run("SetQuota", move |s| {
             s.set_quota(&r.volume, &r.bucket, r.quota_in_bytes, r.quota_in_namespace)
         })
@@ -285,8 +343,17 @@ impl OzoneManager for OmService {
         &self,
         req: Request<RenameKeyRequest>,
     ) -> Result<Response<RenameKeyResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         check_key_name(&r.to).map_err(invalid)?;
+        self.require_bucket(
+            &who,
+            &r.volume,
+            &r.bucket,
+            Rights::WRITE.union(Rights::DELETE),
+            "rename keys",
+        )
+        .await?;
         self.run("RenameKey", move |s| {
             s.rename_key(&r.volume, &r.bucket, &r.from, &r.to)
         })
@@ -298,8 +365,11 @@ impl OzoneManager for OmService {
         &self,
         req: Request<OpenKeyRequest>,
     ) -> Result<Response<OpenKeyResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         check_key_name(&r.name).map_err(invalid)?;
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::WRITE, "write keys")
+            .await?;
         let replication = match ReplicationFactor::try_from(r.replication) {
             Ok(ReplicationFactor::Unspecified) => ReplicationFactor::Three,
             Ok(f) => f,
@@ -341,7 +411,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<AllocateBlockRequest>,
     ) -> Result<Response<AllocateBlockResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_session(&who, r.session_id, "write keys")
+            .await?;
         let session = {
             let id = r.session_id;
             self.run("AllocateBlock", move |s| s.session(id)).await?
@@ -392,7 +465,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<CommitKeyRequest>,
     ) -> Result<Response<CommitKeyResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_session(&who, r.session_id, "write keys")
+            .await?;
         let mut key = self
             .run("CommitKey", move |s| {
                 s.commit_key(r.session_id, &r.blocks, r.size, now_ms())
@@ -409,7 +485,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<LookupKeyRequest>,
     ) -> Result<Response<LookupKeyResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::READ, "read keys")
+            .await?;
         let (mut key, stored) = self
             .run("LookupKey", move |s| {
                 Ok((s.lookup_key(&r.volume, &r.bucket, &r.name)?, s.datanodes()?))
@@ -423,7 +502,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ListKeysRequest>,
     ) -> Result<Response<ListKeysResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::LIST, "list keys")
+            .await?;
         let limit = match r.limit {
             0 => 1000,
             n => n.min(10_000),
@@ -443,7 +525,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<DeleteKeyRequest>,
     ) -> Result<Response<DeleteKeyResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_bucket(&who, &r.volume, &r.bucket, Rights::DELETE, "delete keys")
+            .await?;
         self.run("DeleteKey", move |s| {
             s.delete_key(&r.volume, &r.bucket, &r.name)
         })
@@ -455,7 +540,16 @@ impl OzoneManager for OmService {
         &self,
         req: Request<MkdirsRequest>,
     ) -> Result<Response<MkdirsResponse>, Status> {
+        let who = self.caller(&req).await?;
         let p = fs_path(req.into_inner().path)?;
+        self.require_bucket(
+            &who,
+            &p.volume,
+            &p.bucket,
+            Rights::WRITE,
+            "make directories",
+        )
+        .await?;
         let created = self
             .run("Mkdirs", move |s| {
                 s.fs_mkdirs(&p.volume, &p.bucket, &p.path, now_ms())
@@ -468,7 +562,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<GetFileStatusRequest>,
     ) -> Result<Response<GetFileStatusResponse>, Status> {
+        let who = self.caller(&req).await?;
         let p = fs_path(req.into_inner().path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+            .await?;
         let status = self
             .run("GetFileStatus", move |s| {
                 s.fs_status(&p.volume, &p.bucket, &p.path)
@@ -483,8 +580,11 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ListStatusRequest>,
     ) -> Result<Response<ListStatusResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         let p = fs_path(r.path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::LIST, "list directories")
+            .await?;
         let limit = match r.limit {
             0 => 1000,
             n => n.min(10_000),
@@ -501,8 +601,17 @@ impl OzoneManager for OmService {
         &self,
         req: Request<RenameRequest>,
     ) -> Result<Response<RenameResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         let p = fs_path(r.from)?;
+        self.require_bucket(
+            &who,
+            &p.volume,
+            &p.bucket,
+            Rights::WRITE.union(Rights::DELETE),
+            "rename files",
+        )
+        .await?;
         let to = r.to;
         let path = self
             .run("Rename", move |s| {
@@ -516,8 +625,11 @@ impl OzoneManager for OmService {
         &self,
         req: Request<DeletePathRequest>,
     ) -> Result<Response<DeletePathResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         let p = fs_path(r.path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::DELETE, "delete files")
+            .await?;
         let recursive = r.recursive;
         self.run("DeletePath", move |s| {
             s.fs_delete(&p.volume, &p.bucket, &p.path, recursive)
@@ -530,7 +642,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ContentSummaryRequest>,
     ) -> Result<Response<ContentSummary>, Status> {
+        let who = self.caller(&req).await?;
         let p = fs_path(req.into_inner().path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+            .await?;
         let sum = self
             .run("GetContentSummary", move |s| {
                 s.fs_summary(&p.volume, &p.bucket, &p.path)
@@ -540,7 +655,10 @@ impl OzoneManager for OmService {
     }
 
     async fn hsync(&self, req: Request<HsyncRequest>) -> Result<Response<HsyncResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_session(&who, r.session_id, "write keys")
+            .await?;
         self.run("Hsync", move |s| {
             s.hsync_key(r.session_id, &r.blocks, r.size)
         })
@@ -552,7 +670,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<RecoverLeaseRequest>,
     ) -> Result<Response<RecoverLeaseResponse>, Status> {
+        let who = self.caller(&req).await?;
         let p = fs_path(req.into_inner().path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::WRITE, "recover leases")
+            .await?;
         let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
         let (length, recovered) = self
             .run("RecoverLease", move |s| {
@@ -572,7 +693,10 @@ impl OzoneManager for OmService {
         &self,
         req: Request<IsFileClosedRequest>,
     ) -> Result<Response<IsFileClosedResponse>, Status> {
+        let who = self.caller(&req).await?;
         let p = fs_path(req.into_inner().path)?;
+        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+            .await?;
         let closed = self
             .run("IsFileClosed", move |s| {
                 s.fs_is_closed(&p.volume, &p.bucket, &p.path)
@@ -585,6 +709,7 @@ impl OzoneManager for OmService {
         &self,
         req: Request<RegisterDatanodeRequest>,
     ) -> Result<Response<RegisterDatanodeResponse>, Status> {
+        let who = self.caller(&req).await?;
         let dn = req
             .into_inner()
             .datanode
@@ -592,6 +717,7 @@ impl OzoneManager for OmService {
         if dn.id.is_empty() || dn.address.is_empty() {
             return Err(invalid("datanode id and address are required"));
         }
+        self.require_datanode(&who, &dn.id)?;
         let stored = DatanodeDetails {
             state: NodeState::Unspecified as i32,
             operational_state: self.registry.operational(&dn.id) as i32,
@@ -610,7 +736,9 @@ impl OzoneManager for OmService {
         &self,
         req: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
+        self.require_datanode(&who, &r.id)?;
         self.metrics
             .ops
             .get_or_create(&OpLabel { op: "Heartbeat" })
@@ -624,8 +752,10 @@ impl OzoneManager for OmService {
 
     async fn list_datanodes(
         &self,
-        _req: Request<ListDatanodesRequest>,
+        req: Request<ListDatanodesRequest>,
     ) -> Result<Response<ListDatanodesResponse>, Status> {
+        let who = self.caller(&req).await?;
+        self.require_client(&who, "list datanodes")?;
         let stored = self.run("ListDatanodes", |s| s.datanodes()).await?;
         let mut datanodes = self.registry.all();
         for d in stored {
@@ -645,6 +775,8 @@ impl OzoneManager for OmService {
         &self,
         req: Request<SetOperationalStateRequest>,
     ) -> Result<Response<SetOperationalStateResponse>, Status> {
+        let who = self.caller(&req).await?;
+        self.require_admin(&who, "change a datanode's operational state")?;
         let r = req.into_inner();
         let state = match OperationalState::try_from(r.state) {
             Ok(
@@ -690,6 +822,8 @@ impl OzoneManager for OmService {
         &self,
         req: Request<DatanodeStatusRequest>,
     ) -> Result<Response<DatanodeStatusResponse>, Status> {
+        let who = self.caller(&req).await?;
+        self.require_admin(&who, "read a datanode's status")?;
         let dn = self.find_datanode(&req.into_inner().datanode).await?;
         let (replicas, needed_elsewhere, copies_in_flight) = self.replication.node_status(&dn.id);
         let blocked = match self.registry.operational(&dn.id) {
@@ -709,6 +843,8 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ReplicationStatusRequest>,
     ) -> Result<Response<ReplicationStatusResponse>, Status> {
+        let who = self.caller(&req).await?;
+        self.require_admin(&who, "read the replication status")?;
         let top = match req.into_inner().top {
             0 => 10,
             n => n as usize,
@@ -720,8 +856,18 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ReportBadReplicaRequest>,
     ) -> Result<Response<ReportBadReplicaResponse>, Status> {
+        // Any authenticated caller: a report only orders replicas for
+        // readers and asks for a check, it never deletes one.
+        let who = self.caller(&req).await?;
         let r = req.into_inner();
         let block = r.block.ok_or_else(|| invalid("missing block id"))?;
+        if let crate::auth::Caller::Datanode(d) = &who
+            && d != &r.datanode_id
+        {
+            return Err(Status::permission_denied(format!(
+                "datanode {d} may report only its own replicas"
+            )));
+        }
         tracing::warn!(block = %block.display(), datanode = %r.datanode_id, reason = %r.reason, "bad replica reported");
         self.metrics.bad_replicas_reported.inc();
         self.run("ReportBadReplica", move |s| {
@@ -729,5 +875,89 @@ impl OzoneManager for OmService {
         })
         .await?;
         Ok(Response::new(ReportBadReplicaResponse {}))
+    }
+
+    async fn get_acl(&self, req: Request<AclObject>) -> Result<Response<AclResponse>, Status> {
+        let who = self.caller(&req).await?;
+        let o = req.into_inner();
+        let bucket = (!o.bucket.is_empty()).then_some(o.bucket);
+        self.require(
+            &who,
+            &o.volume,
+            bucket.as_deref(),
+            Rights::READ_ACL,
+            "read ACLs",
+        )
+        .await?;
+        let (v, b) = self
+            .run("GetAcl", move |s| {
+                s.access_rows(&o.volume, bucket.as_deref())
+            })
+            .await?;
+        Ok(Response::new(match b {
+            Some(b) => AclResponse {
+                owner: b.owner,
+                acls: b.acls,
+            },
+            None => AclResponse {
+                owner: v.owner,
+                acls: v.acls,
+            },
+        }))
+    }
+
+    async fn modify_acl(
+        &self,
+        req: Request<ModifyAclRequest>,
+    ) -> Result<Response<AclResponse>, Status> {
+        let who = self.caller(&req).await?;
+        let r = req.into_inner();
+        let o = r
+            .object
+            .ok_or_else(|| invalid("no volume or bucket given"))?;
+        let bucket = (!o.bucket.is_empty()).then_some(o.bucket);
+        let op = match AclOp::try_from(r.op) {
+            Ok(AclOp::Set) => AclChange::Set,
+            Ok(AclOp::Add) => AclChange::Add,
+            Ok(AclOp::Remove) => AclChange::Remove,
+            _ => return Err(invalid("the ACL operation must be SET, ADD or REMOVE")),
+        };
+        let given = acl::parse_all(&r.acls).map_err(invalid)?;
+        self.require(
+            &who,
+            &o.volume,
+            bucket.as_deref(),
+            Rights::WRITE_ACL,
+            "change ACLs",
+        )
+        .await?;
+        let changed = self
+            .run("ModifyAcl", move |s| {
+                s.modify_acl(&o.volume, bucket.as_deref(), |current| {
+                    // Stored entries were checked when written.
+                    let current = acl::parse_all(current).map_err(OmError::Invalid)?;
+                    Ok(acl::apply(&current, op, &given)
+                        .iter()
+                        .map(|e| e.to_string())
+                        .collect())
+                })
+            })
+            .await?;
+        tracing::info!(caller = %who, acls = ?changed.acls, "ACL changed");
+        Ok(Response::new(AclResponse {
+            owner: changed.owner,
+            acls: changed.acls,
+        }))
+    }
+
+    async fn who_am_i(
+        &self,
+        req: Request<WhoAmIRequest>,
+    ) -> Result<Response<WhoAmIResponse>, Status> {
+        let who = self.caller(&req).await?;
+        Ok(Response::new(WhoAmIResponse {
+            identity: who.to_string(),
+            admin: self.is_admin(&who),
+        }))
     }
 }

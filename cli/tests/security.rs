@@ -1,0 +1,732 @@
+//! A secured cluster (`ozone.security.enabled`, static tokens): every RPC
+//! against each kind of caller. Each refusal is UNAUTHENTICATED or
+//! PERMISSION_DENIED and changes nothing, shown by reading back after.
+
+use std::path::{Path, PathBuf};
+
+use ozone_client::Client;
+use ozone_client::prelude::*;
+use ozone_common::credentials::{AuthChannel, Credentials};
+use ozone_common::token::TokenSigner;
+use ozone_proto::datanode_client::DatanodeClient;
+use ozone_proto::ozone_manager_client::OzoneManagerClient;
+use ozone_proto::*;
+use ozone_testkit::data;
+use ozone_testkit::harness::*;
+use ozone_testkit::local::LocalCluster;
+use tonic::Code;
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef-security-test";
+
+struct Secured {
+    tc: TestCluster,
+    dir: tempfile::TempDir,
+}
+
+impl Secured {
+    fn token(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn cluster(&self) -> &LocalCluster {
+        &self.tc.cluster
+    }
+    /// A client presenting the token in file `name`.
+    fn client(&self, name: &str) -> Client {
+        let f = format!("ozone.client.token.file={}", self.token(name).display());
+        client(self.cluster(), Some("node1"), &[&f])
+    }
+    fn om(&self, creds: Credentials) -> OzoneManagerClient<AuthChannel> {
+        let ch = tonic::transport::Endpoint::from_shared(format!(
+            "http://{}",
+            self.cluster().om_address()
+        ))
+        .unwrap()
+        .connect_lazy();
+        OzoneManagerClient::new(creds.wrap(ch))
+    }
+    fn om_as(&self, name: &str) -> OzoneManagerClient<AuthChannel> {
+        self.om(Credentials::token_file(self.token(name)))
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+async fn secured(datanodes: usize) -> Secured {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "secret", SECRET);
+    write(
+        d,
+        "tokens",
+        "# token,identity[,expiry]\n\
+         admin-token,ops/admin\n\
+         a-token,team-a/app\n\
+         b-token,team-b/app\n\
+         old-token,team-a/app,1000\n",
+    );
+    for (file, token) in [
+        ("admin", "admin-token"),
+        ("a", "a-token"),
+        ("b", "b-token"),
+        ("old", "old-token"),
+        ("wrong", "no-such-token"),
+    ] {
+        write(d, file, token);
+    }
+    let conf: Vec<String> = vec![
+        "hdds.block.token.enabled=true".into(),
+        format!(
+            "hdds.block.token.secret.file={}",
+            d.join("secret").display()
+        ),
+        "ozone.security.enabled=true".into(),
+        format!("ozone.om.token.auth.file={}", d.join("tokens").display()),
+        "ozone.administrators=ops/admin".into(),
+        format!("ozone.client.token.file={}", d.join("admin").display()),
+    ];
+    let refs: Vec<&str> = conf.iter().map(String::as_str).collect();
+    let tc = cluster(datanodes, &refs).await;
+    Secured { tc, dir }
+}
+
+/// Calls every OM RPC with an empty request, asserting each answers `code`.
+macro_rules! every_rpc {
+    ($om:expr, $code:expr) => {{
+        let mut n = 0;
+        every_rpc!(@ $om, $code, n,
+            get_acl(AclObject::default()),
+            modify_acl(ModifyAclRequest::default()),
+            who_am_i(WhoAmIRequest::default()),
+            create_volume(CreateVolumeRequest::default()),
+            list_volumes(ListVolumesRequest::default()),
+            create_bucket(CreateBucketRequest::default()),
+            list_buckets(ListBucketsRequest::default()),
+            get_volume(GetVolumeRequest::default()),
+            get_bucket(GetBucketRequest::default()),
+            delete_volume(GetVolumeRequest::default()),
+            delete_bucket(GetBucketRequest::default()),
+            set_quota(SetQuotaRequest::default()),
+            rename_key(RenameKeyRequest::default()),
+            open_key(OpenKeyRequest::default()),
+            allocate_block(AllocateBlockRequest::default()),
+            commit_key(CommitKeyRequest::default()),
+            lookup_key(LookupKeyRequest::default()),
+            list_keys(ListKeysRequest::default()),
+            delete_key(DeleteKeyRequest::default()),
+            register_datanode(RegisterDatanodeRequest::default()),
+            heartbeat(HeartbeatRequest::default()),
+            list_datanodes(ListDatanodesRequest::default()),
+            report_bad_replica(ReportBadReplicaRequest::default()),
+            mkdirs(MkdirsRequest::default()),
+            get_file_status(GetFileStatusRequest::default()),
+            list_status(ListStatusRequest::default()),
+            rename(RenameRequest::default()),
+            delete_path(DeletePathRequest::default()),
+            get_content_summary(ContentSummaryRequest::default()),
+            hsync(HsyncRequest::default()),
+            recover_lease(RecoverLeaseRequest::default()),
+            is_file_closed(IsFileClosedRequest::default()),
+            set_operational_state(SetOperationalStateRequest::default()),
+            datanode_status(DatanodeStatusRequest::default()),
+            replication_status(ReplicationStatusRequest::default())
+        );
+        n
+    }};
+    (@ $om:expr, $code:expr, $n:ident, $($m:ident($req:expr)),+) => {
+        $(
+            let e = $om.$m($req).await.unwrap_err();
+            assert_eq!(e.code(), $code, "{}: {}", stringify!($m), e.message());
+            $n += 1;
+        )+
+    };
+}
+
+/// The OM's RPCs, as the proto declares them.
+fn om_rpcs_declared() -> usize {
+    let proto = include_str!("../../proto/proto/ozone.proto");
+    let start = proto.find("service OzoneManager {").unwrap();
+    let body = &proto[start..];
+    let body = &body[..body.find("\n}").unwrap()];
+    body.lines()
+        .filter(|l| l.trim_start().starts_with("rpc "))
+        .count()
+}
+
+fn path(v: &str, b: &str, p: &str) -> Option<FsPath> {
+    Some(FsPath {
+        volume: v.into(),
+        bucket: b.into(),
+        path: p.into(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
+    let s = secured(3).await;
+    let admin = s.client("admin");
+    let a = s.client("a");
+    admin
+        .create_volume_owned("vol", "team-a/app")
+        .await
+        .unwrap();
+    admin
+        .create_volume_owned("volb", "team-b/app")
+        .await
+        .unwrap();
+    // The volume's owner makes a bucket there (owned by it) and writes.
+    a.create_bucket("vol", "bucket").await.unwrap();
+    let want = data::bytes(3, 300_000);
+    let key = put(&a, "k", &want, 64 << 10).await;
+    assert_eq!(get(&a, "k", 100_000).await, want);
+
+    // No credentials, unknown token, expired token, forged service
+    // credential: every RPC is UNAUTHENTICATED.
+    let forged = TokenSigner::new(&[9u8; 32]).unwrap();
+    let ids: Vec<String> = (0..3)
+        .map(|i| s.cluster().datanode_id(i).unwrap())
+        .collect();
+    for (who, creds) in [
+        ("nobody", Credentials::None),
+        ("unknown token", Credentials::token_file(s.token("wrong"))),
+        ("expired token", Credentials::token_file(s.token("old"))),
+        (
+            "forged datanode",
+            Credentials::service(forged.clone(), "datanode", &ids[0]),
+        ),
+    ] {
+        let mut om = s.om(creds);
+        let n = every_rpc!(om, Code::Unauthenticated);
+        assert_eq!(n, om_rpcs_declared(), "{who}: the table covers every RPC");
+    }
+
+    // team-b on team-a's bucket, team-a on admin calls, a client speaking
+    // for a datanode, a datanode calling as a client: PERMISSION_DENIED.
+    let mut b = s.om_as("b");
+    let mut ca = s.om_as("a");
+    let real = TokenSigner::new(SECRET.as_bytes()).unwrap();
+    let mut dn = s.om(Credentials::service(real.clone(), "datanode", &ids[0]));
+    macro_rules! refuse {
+        ($om:expr, $m:ident, $req:expr) => {{
+            let e = $om.$m($req).await.map(|_| ()).unwrap_err();
+            assert_eq!(
+                e.code(),
+                Code::PermissionDenied,
+                "{}: {}",
+                stringify!($m),
+                e.message()
+            );
+        }};
+    }
+    let lk = LookupKeyRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+        name: "k".into(),
+    };
+    refuse!(b, lookup_key, lk.clone());
+    refuse!(
+        b,
+        list_keys,
+        ListKeysRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            ..Default::default()
+        }
+    );
+    refuse!(
+        b,
+        delete_key,
+        DeleteKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            name: "k".into()
+        }
+    );
+    refuse!(
+        b,
+        rename_key,
+        RenameKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            from: "k".into(),
+            to: "stolen".into()
+        }
+    );
+    refuse!(
+        b,
+        open_key,
+        OpenKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            name: "k".into(),
+            ..Default::default()
+        }
+    );
+    refuse!(
+        b,
+        get_bucket,
+        GetBucketRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into()
+        }
+    );
+    refuse!(
+        b,
+        delete_bucket,
+        GetBucketRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into()
+        }
+    );
+    refuse!(
+        b,
+        create_bucket,
+        CreateBucketRequest {
+            volume: "vol".into(),
+            name: "mine".into(),
+            layout: 0
+        }
+    );
+    refuse!(
+        b,
+        list_buckets,
+        ListBucketsRequest {
+            volume: "vol".into()
+        }
+    );
+    refuse!(
+        b,
+        get_volume,
+        GetVolumeRequest {
+            volume: "vol".into()
+        }
+    );
+    refuse!(
+        b,
+        delete_volume,
+        GetVolumeRequest {
+            volume: "vol".into()
+        }
+    );
+    refuse!(
+        b,
+        get_acl,
+        AclObject {
+            volume: "vol".into(),
+            bucket: "bucket".into()
+        }
+    );
+    refuse!(
+        b,
+        modify_acl,
+        ModifyAclRequest {
+            object: Some(AclObject {
+                volume: "vol".into(),
+                bucket: "bucket".into()
+            }),
+            op: AclOp::Add as i32,
+            acls: vec!["user:team-b/app:a".into()],
+        }
+    );
+    refuse!(
+        b,
+        set_quota,
+        SetQuotaRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            quota_in_bytes: Some(1),
+            ..Default::default()
+        }
+    );
+    refuse!(
+        b,
+        delete_path,
+        DeletePathRequest {
+            path: path("vol", "bucket", "k"),
+            recursive: true
+        }
+    );
+    refuse!(
+        b,
+        get_file_status,
+        GetFileStatusRequest {
+            path: path("vol", "bucket", "k")
+        }
+    );
+    // team-a's write session, continued by team-b.
+    let session = ca
+        .open_key(OpenKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            name: "in-flight".into(),
+            checksum_type: ChecksumType::Crc32c as i32,
+            bytes_per_checksum: 16 << 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
+    refuse!(
+        b,
+        allocate_block,
+        AllocateBlockRequest {
+            session_id: session,
+            ..Default::default()
+        }
+    );
+    refuse!(
+        b,
+        commit_key,
+        CommitKeyRequest {
+            session_id: session,
+            ..Default::default()
+        }
+    );
+    refuse!(
+        b,
+        hsync,
+        HsyncRequest {
+            session_id: session,
+            ..Default::default()
+        }
+    );
+    // Admin calls.
+    refuse!(
+        ca,
+        create_volume,
+        CreateVolumeRequest {
+            name: "mine".into(),
+            owner: String::new()
+        }
+    );
+    refuse!(
+        ca,
+        set_quota,
+        SetQuotaRequest {
+            volume: "vol".into(),
+            quota_in_bytes: Some(1 << 40),
+            ..Default::default()
+        }
+    );
+    refuse!(
+        ca,
+        set_operational_state,
+        SetOperationalStateRequest {
+            datanode: ids[0].clone(),
+            state: OperationalState::Decommissioning as i32,
+            force: true,
+        }
+    );
+    refuse!(
+        ca,
+        datanode_status,
+        DatanodeStatusRequest {
+            datanode: ids[0].clone()
+        }
+    );
+    refuse!(ca, replication_status, ReplicationStatusRequest::default());
+    // team-a's volume is not team-b's: team-a has no right on volb.
+    refuse!(
+        ca,
+        create_bucket,
+        CreateBucketRequest {
+            volume: "volb".into(),
+            name: "intruder".into(),
+            layout: 0
+        }
+    );
+    // A client speaking for a datanode; a datanode for another one; a
+    // datanode as a client.
+    refuse!(
+        ca,
+        heartbeat,
+        HeartbeatRequest {
+            id: ids[0].clone(),
+            ..Default::default()
+        }
+    );
+    refuse!(
+        ca,
+        register_datanode,
+        RegisterDatanodeRequest {
+            datanode: Some(DatanodeDetails {
+                id: "rogue".into(),
+                address: "127.0.0.1:1".into(),
+                ..Default::default()
+            }),
+        }
+    );
+    refuse!(
+        dn,
+        heartbeat,
+        HeartbeatRequest {
+            id: ids[1].clone(),
+            ..Default::default()
+        }
+    );
+    refuse!(dn, lookup_key, lk.clone());
+    refuse!(dn, list_volumes, ListVolumesRequest {});
+
+    // Nothing changed: the key reads back, the bucket keeps its ACL, no
+    // datanode left service, no volume appeared.
+    assert_eq!(get(&a, "k", 100_000).await, want);
+    let keys = a
+        .list_keys(KeyPath::new("vol", "bucket", ""))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
+        ["k"]
+    );
+    let acl = a.get_acl("vol", "bucket").await.unwrap();
+    assert_eq!(acl.owner, "team-a/app");
+    assert!(acl.acls.is_empty(), "{:?}", acl.acls);
+    for d in admin.list_datanodes().await.unwrap() {
+        assert_eq!(
+            d.operational_state,
+            OperationalState::InService as i32,
+            "{}",
+            d.id
+        );
+    }
+    let vols: Vec<String> = admin
+        .list_volumes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(vols, ["vol", "volb"]);
+    // Each sees only its own volume.
+    let seen: Vec<String> = a
+        .list_volumes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(seen, ["vol"]);
+    let me = ca.who_am_i(WhoAmIRequest {}).await.unwrap().into_inner();
+    assert_eq!((me.identity.as_str(), me.admin), ("team-a/app", false));
+
+    // Granted read and list, team-b reads the data, still cannot delete
+    // or write.
+    let added = a
+        .modify_acl(
+            "vol",
+            "bucket",
+            AclOp::Add,
+            vec!["user:team-b/app:rl".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(added.acls, ["user:team-b/app:rl"]);
+    let rb = s.client("b");
+    assert_eq!(get(&rb, "k", 100_000).await, want);
+    refuse!(
+        b,
+        delete_key,
+        DeleteKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            name: "k".into()
+        }
+    );
+    refuse!(
+        b,
+        open_key,
+        OpenKeyRequest {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            name: "k2".into(),
+            ..Default::default()
+        }
+    );
+    let removed = a
+        .modify_acl(
+            "vol",
+            "bucket",
+            AclOp::Remove,
+            vec!["user:team-b/app:r".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed.acls, ["user:team-b/app:l"]);
+    refuse!(b, lookup_key, lk.clone());
+    let bad = a
+        .modify_acl("vol", "bucket", AclOp::Add, vec!["user:nobody:r".into()])
+        .await
+        .unwrap_err();
+    assert!(
+        bad.to_string().contains("namespace/serviceaccount"),
+        "{bad}"
+    );
+
+    // Datanode commands: unsigned, forged, for another datanode, expired,
+    // replayed: refused, and the replica is still there.
+    let block = key.blocks[0].block.unwrap();
+    let holder = &key.blocks[0].replicas[0];
+    let mut dnc = DatanodeClient::connect(format!("http://{}", holder.address))
+        .await
+        .unwrap();
+    let unsigned = DeleteBlocksRequest {
+        blocks: vec![block],
+        auth: None,
+    };
+    let signed_by = |signer: &TokenSigner, target: &str, expiry: u64| {
+        let mut r = unsigned.clone();
+        r.auth = Some(signer.sign_command(
+            "DeleteBlocks",
+            target,
+            &prost::Message::encode_to_vec(&unsigned),
+            expiry,
+        ));
+        r
+    };
+    let soon = ozone_common::now_ms() + 60_000;
+    let other = ids.iter().find(|i| **i != holder.id).unwrap();
+    for (what, req) in [
+        ("unsigned", unsigned.clone()),
+        ("forged", signed_by(&forged, &holder.id, soon)),
+        ("for another datanode", signed_by(&real, other, soon)),
+        ("expired", signed_by(&real, &holder.id, 1000)),
+    ] {
+        let e = dnc.delete_blocks(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{what}: {}", e.message());
+    }
+    let e = dnc
+        .replicate_block(ReplicateBlockRequest {
+            block: Some(block),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "unsigned ReplicateBlock");
+    assert_eq!(get(&a, "k", 100_000).await, want);
+    let file = block_file(s.cluster(), index_of(s.cluster(), 3, &holder.id), &block);
+    assert!(file.exists(), "{} was deleted", file.display());
+
+    // A command the OM signed works once; its copy is refused.
+    let throwaway = put(&a, "throwaway", b"bye", 1024).await;
+    let tb = throwaway.blocks[0].block.unwrap();
+    let th = &throwaway.blocks[0].replicas[0];
+    let mut tdn = DatanodeClient::connect(format!("http://{}", th.address))
+        .await
+        .unwrap();
+    let cmd = DeleteBlocksRequest {
+        blocks: vec![tb],
+        auth: None,
+    };
+    let auth = real.sign_command(
+        "DeleteBlocks",
+        &th.id,
+        &prost::Message::encode_to_vec(&cmd),
+        soon,
+    );
+    let cmd = DeleteBlocksRequest {
+        auth: Some(auth),
+        ..cmd
+    };
+    let done = tdn.delete_blocks(cmd.clone()).await.unwrap().into_inner();
+    assert_eq!(done.deleted.len(), 1);
+    let e = tdn.delete_blocks(cmd).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("replayed"), "{}", e.message());
+    let refused = metric(&th.http_address, "ozone_datanode_commands_refused");
+    assert!(refused >= 1, "refusals are counted");
+
+    // The OM's own signed deletions are accepted: a deleted key's replicas
+    // go away.
+    let gone = put(&a, "gone", &data::bytes(5, 10_000), 4096).await;
+    a.delete_key(KeyPath::new("vol", "bucket", "gone"))
+        .await
+        .unwrap();
+    let gb = gone.blocks[0].block.unwrap();
+    let files: Vec<PathBuf> = gone.blocks[0]
+        .replicas
+        .iter()
+        .map(|r| block_file(s.cluster(), index_of(s.cluster(), 3, &r.id), &gb))
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while files.iter().any(|f| f.exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replicas of a deleted key stayed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(get(&a, "k", 100_000).await, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_acl_commands() {
+    let s = secured(1).await;
+    let om = s.cluster().om_address();
+    let as_file = |f: &str| format!("ozone.client.token.file={}", s.token(f).display());
+    let (admin, a, b) = (as_file("admin"), as_file("a"), as_file("b"));
+    let sh = |who: &str, args: &[&str]| {
+        let mut all = vec!["--set", who];
+        all.extend_from_slice(args);
+        ozone_ok(&om, &all)
+    };
+    sh(
+        &admin,
+        &["sh", "volume", "create", "--user", "team-a/app", "/vol"],
+    );
+    sh(&a, &["sh", "bucket", "create", "/vol/bucket"]);
+    let out = sh(
+        &a,
+        &[
+            "sh",
+            "bucket",
+            "addacl",
+            "-a",
+            "user:team-b/app:rl,group:team-c:l",
+            "/vol/bucket",
+        ],
+    );
+    assert_eq!(
+        out,
+        "owner: team-a/app\nuser:team-b/app:rl\ngroup:team-c:l\n"
+    );
+    let out = sh(&a, &["sh", "bucket", "getacl", "--json", "/vol/bucket"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["owner"], "team-a/app");
+    assert_eq!(v["acls"][1], "group:team-c:l");
+    let out = sh(
+        &a,
+        &[
+            "sh",
+            "bucket",
+            "removeacl",
+            "-a",
+            "group:team-c:l",
+            "/vol/bucket",
+        ],
+    );
+    assert_eq!(out, "owner: team-a/app\nuser:team-b/app:rl\n");
+    let out = sh(&a, &["sh", "volume", "info", "/vol"]);
+    assert!(out.contains("owner:            team-a/app"), "{out}");
+    // Refused: one error line naming the caller and the right it lacks.
+    let denied = std::process::Command::new(exe())
+        .args([
+            "--om",
+            &om,
+            "--set",
+            &b,
+            "sh",
+            "bucket",
+            "setacl",
+            "-a",
+            "world::a",
+            "/vol/bucket",
+        ])
+        .output()
+        .unwrap();
+    assert!(!denied.status.success());
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(err.contains("team-b/app may not change ACLs"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
