@@ -204,7 +204,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
                     }
                     crate::auth::TokenSource::File(crate::auth::StaticTokens::new(f.clone()))
                 }
-                None => crate::auth::TokenSource::Review(
+                None => crate::auth::TokenSource::Review(Box::new(
                     crate::auth::TokenReviewer::from_environment(sec.audience.clone())
                         .await
                         .map_err(|e| {
@@ -215,7 +215,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
                                 keys::TOKEN_AUTH_FILE.name
                             ))
                         })?,
-                ),
+                )),
             };
             Some(Arc::new(crate::auth::Authenticator::new(
                 source,

@@ -49,7 +49,7 @@ pub enum TokenSource {
     /// A file of `token,namespace/serviceaccount[,expiry]` lines.
     File(StaticTokens),
     /// The Kubernetes API server's TokenReview.
-    Review(TokenReviewer),
+    Review(Box<TokenReviewer>),
 }
 
 /// What answers "who is this?".

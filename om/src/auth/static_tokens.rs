@@ -91,8 +91,13 @@ impl StaticTokens {
         // Compared in full for every entry: no early exit on a prefix.
         let found = entries
             .iter()
-            .filter(|e| constant_time_eq(e.token.as_bytes(), token.as_bytes()))
-            .next_back()
+            .fold(None, |found, e| {
+                if constant_time_eq(e.token.as_bytes(), token.as_bytes()) {
+                    Some(e)
+                } else {
+                    found
+                }
+            })
             .ok_or_else(|| Status::unauthenticated("unknown token"))?;
         if let Some(exp) = found.expiry_ms
             && exp <= ozone_common::now_ms()
