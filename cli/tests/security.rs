@@ -730,3 +730,38 @@ async fn shell_acl_commands() {
     assert!(err.contains("team-b/app may not change ACLs"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_presents_its_token() {
+    let mut s = secured(3).await;
+    let admin = s.client("admin");
+    admin.create_volume("vol").await.unwrap();
+    admin.create_bucket("vol", "bucket").await.unwrap();
+    let want = data::bytes(8, 50_000);
+    put(&admin, "k", &want, 8192).await;
+    // The cluster's processes get the admin's token file (--set); the
+    // sidecar reads what it names.
+    let sc =
+        s.tc.cluster
+            .start_sidecar("node1", "app", &[])
+            .await
+            .unwrap();
+    let client = ozone_client::SidecarClient::unix(&sc.socket).unwrap();
+    let r = client
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    r.copy_to(&mut got).await.unwrap();
+    assert_eq!(got, want);
+    // The token's file emptied: the sidecar's next OM call is refused, as
+    // UNAUTHENTICATED, with the file named.
+    std::fs::write(s.token("admin"), "").unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    let e = client
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("token file"), "{e}");
+}
