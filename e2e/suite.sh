@@ -132,7 +132,7 @@ operator_stop() { # signal
   wait "$operator_pid" 2>/dev/null || true
   operator_pid=""
 }
-cleanup() { operator_stop TERM; }
+cleanup() { operator_stop TERM; [ -z "${om_pid:-}" ] || kill "$om_pid" 2>/dev/null || true; }
 trap cleanup EXIT
 
 # --- 1. the chart ---------------------------------------------------------
@@ -507,6 +507,72 @@ wait_until 120 "ozone-one's children gone" bash -c "[ -z \"\$(kubectl get cm,svc
 wait_until 120 "ozone-one's claims gone (Delete)" bash -c "[ -z \"\$(kubectl get pvc -n $ns -o name | grep ozone-one)\" ]"
 jp pvc data-ozone-prod-om-0 -n "$ns" -o name | grep -q . || die "ozone-prod's claim went (Retain)"
 ok
+
+# --- 9. Kubernetes identities -------------------------------------------------
+step "the OM knows clients by their ServiceAccount tokens (TokenReview)"
+mkdir -p "$work/security"
+sec=$(cd "$work/security" && pwd)
+for n in tenant-a tenant-b; do kubectl create namespace "$n" >/dev/null; done
+kubectl create sa app -n tenant-a >/dev/null
+kubectl create sa app -n tenant-b >/dev/null
+kubectl create sa gone -n tenant-a >/dev/null
+kubectl create sa admin -n "$opns" >/dev/null
+kubectl create sa ozone-om -n "$opns" >/dev/null
+# The OM's only right on the API server: reviewing tokens.
+kubectl create clusterrole ozone-e2e-tokenreview --verb=create \
+  --resource=tokenreviews.authentication.k8s.io >/dev/null
+kubectl create clusterrolebinding ozone-e2e-tokenreview --clusterrole=ozone-e2e-tokenreview \
+  --serviceaccount="$opns:ozone-om" >/dev/null
+server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
+ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+cat > "$sec/om.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "$server", certificate-authority: "$ca"}}]
+users: [{name: om, user: {token: "$(kubectl create token ozone-om -n "$opns" --duration 1h)"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: om}}]
+current-context: e2e
+KC
+head -c 48 /dev/urandom | base64 > "$sec/secret"
+om_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+KUBECONFIG=$sec/om.kubeconfig target/debug/ozone om --metadata-dir "$sec/om" \
+  --grpc-addr "127.0.0.1:$om_port" --http-addr 127.0.0.1:0 --ready-file "$sec/om.ready" \
+  --set ozone.security.enabled=true --set hdds.block.token.enabled=true \
+  --set "hdds.block.token.secret.file=$sec/secret" --set "ozone.administrators=$opns/admin" \
+  >> "$work/om.log" 2>&1 &
+om_pid=$!
+om_up() { # ready, or exited: then its log says why
+  kill -0 "$om_pid" 2>/dev/null || die "the secured OM exited: $(tail -3 "$work/om.log")"
+  test -f "$sec/om.ready"
+}
+wait_until 60 "the secured OM" om_up
+kubectl create token app -n tenant-a --audience ozone > "$sec/a"
+kubectl create token app -n tenant-b --audience ozone > "$sec/b"
+kubectl create token admin -n "$opns" --audience ozone > "$sec/admin"
+kubectl create token app -n tenant-a > "$sec/api-audience"
+kubectl create token gone -n tenant-a --audience ozone > "$sec/gone"
+kubectl delete sa gone -n tenant-a >/dev/null
+oz() { # token-file args...: ozone as the holder of that token
+  local t=$1; shift
+  target/debug/ozone --om "127.0.0.1:$om_port" --set "ozone.client.token.file=$sec/$t" "$@"
+}
+refused() { # token-file expected-fragment args...
+  local t=$1 want=$2 out; shift 2
+  if out=$(oz "$t" "$@" 2>&1); then die "$t: ozone $* was allowed: $out"; fi
+  grep -qF -- "$want" <<< "$out" || die "$t: ozone $* refused without \"$want\": $out"
+}
+oz admin sh volume create --user tenant-a/app /tenant-a > /dev/null || die "the admin could not create a volume"
+oz a sh bucket create /tenant-a/data > /dev/null || die "tenant-a could not create its bucket"
+oz a sh key ls /tenant-a/data > /dev/null || die "tenant-a could not list its bucket"
+[ "$(oz a sh bucket getacl /tenant-a/data | head -1)" = "owner: tenant-a/app" ] || die "bucket owner"
+refused b "tenant-b/app may not list keys" sh key ls /tenant-a/data
+refused a "tenant-a/app may not create volumes" sh volume create /mine
+refused api-audience "token refused by the API server" sh key ls /tenant-a/data
+refused gone "token refused by the API server" sh key ls /tenant-a/data
+oz a sh bucket addacl -a user:tenant-b/app:l /tenant-a/data > /dev/null || die "addacl"
+oz b sh key ls /tenant-a/data > /dev/null || die "tenant-b could not list once granted"
+kill "$om_pid"; wait "$om_pid" 2>/dev/null || true; om_pid=""
+ok "tokens from kubectl create token, checked by TokenReview"
 
 step "the operator log holds no permission error and no panic"
 if [ "$mode" = host ]; then

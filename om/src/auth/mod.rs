@@ -173,16 +173,17 @@ pub fn jwt_expiry_ms(token: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn auth(admins: &[&str], groups: &[&str]) -> Authenticator {
+    fn auth(admins: &[&str], groups: &[&str]) -> (Authenticator, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("tokens");
         std::fs::write(&f, "t-a,team-a/hbase\nt-old,team-a/old,1\n").unwrap();
-        Authenticator::new(
+        let a = Authenticator::new(
             TokenSource::File(StaticTokens::new(f)),
             TokenSigner::new(&[1u8; 32]).unwrap(),
             admins.iter().map(|s| s.to_string()).collect(),
             groups.iter().map(|s| s.to_string()).collect(),
-        )
+        );
+        (a, dir)
     }
 
     fn md(h: &str) -> tonic::metadata::MetadataMap {
@@ -193,7 +194,7 @@ mod tests {
 
     #[tokio::test]
     async fn users_datanodes_and_refusals() {
-        let a = auth(&["ops/admin"], &["ozone-system"]);
+        let (a, _dir) = auth(&["ops/admin"], &["ozone-system"]);
         assert_eq!(
             a.caller(&md("Bearer t-a")).await.unwrap(),
             Caller::User("team-a/hbase".into())
