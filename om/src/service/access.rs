@@ -140,6 +140,21 @@ impl OmService {
         self.require(caller, volume, Some(bucket), need, what).await
     }
 
+    /// The checked path of a file-system call, its caller holding `need`
+    /// on the path's bucket.
+    pub(super) async fn checked_path(
+        &self,
+        caller: &Caller,
+        path: Option<ozone_proto::FsPath>,
+        need: Rights,
+        what: &str,
+    ) -> Result<ozone_proto::FsPath, Status> {
+        let p = super::fs_path(path)?;
+        self.require_bucket(caller, &p.volume, &p.bucket, need, what)
+            .await?;
+        Ok(p)
+    }
+
     /// [`require`](Self::require) on the bucket of write session `id`.
     pub(super) async fn require_session(
         &self,

@@ -541,15 +541,14 @@ impl OzoneManager for OmService {
         req: Request<MkdirsRequest>,
     ) -> Result<Response<MkdirsResponse>, Status> {
         let who = self.caller(&req).await?;
-        let p = fs_path(req.into_inner().path)?;
-        self.require_bucket(
-            &who,
-            &p.volume,
-            &p.bucket,
-            Rights::WRITE,
-            "make directories",
-        )
-        .await?;
+        let p = self
+            .checked_path(
+                &who,
+                req.into_inner().path,
+                Rights::WRITE,
+                "make directories",
+            )
+            .await?;
         let created = self
             .run("Mkdirs", move |s| {
                 s.fs_mkdirs(&p.volume, &p.bucket, &p.path, now_ms())
@@ -563,8 +562,8 @@ impl OzoneManager for OmService {
         req: Request<GetFileStatusRequest>,
     ) -> Result<Response<GetFileStatusResponse>, Status> {
         let who = self.caller(&req).await?;
-        let p = fs_path(req.into_inner().path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+        let p = self
+            .checked_path(&who, req.into_inner().path, Rights::READ, "read files")
             .await?;
         let status = self
             .run("GetFileStatus", move |s| {
@@ -582,8 +581,8 @@ impl OzoneManager for OmService {
     ) -> Result<Response<ListStatusResponse>, Status> {
         let who = self.caller(&req).await?;
         let r = req.into_inner();
-        let p = fs_path(r.path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::LIST, "list directories")
+        let p = self
+            .checked_path(&who, r.path, Rights::LIST, "list directories")
             .await?;
         let limit = match r.limit {
             0 => 1000,
@@ -603,15 +602,14 @@ impl OzoneManager for OmService {
     ) -> Result<Response<RenameResponse>, Status> {
         let who = self.caller(&req).await?;
         let r = req.into_inner();
-        let p = fs_path(r.from)?;
-        self.require_bucket(
-            &who,
-            &p.volume,
-            &p.bucket,
-            Rights::WRITE.union(Rights::DELETE),
-            "rename files",
-        )
-        .await?;
+        let p = self
+            .checked_path(
+                &who,
+                r.from,
+                Rights::WRITE.union(Rights::DELETE),
+                "rename files",
+            )
+            .await?;
         let to = r.to;
         let path = self
             .run("Rename", move |s| {
@@ -627,8 +625,8 @@ impl OzoneManager for OmService {
     ) -> Result<Response<DeletePathResponse>, Status> {
         let who = self.caller(&req).await?;
         let r = req.into_inner();
-        let p = fs_path(r.path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::DELETE, "delete files")
+        let p = self
+            .checked_path(&who, r.path, Rights::DELETE, "delete files")
             .await?;
         let recursive = r.recursive;
         self.run("DeletePath", move |s| {
@@ -643,8 +641,8 @@ impl OzoneManager for OmService {
         req: Request<ContentSummaryRequest>,
     ) -> Result<Response<ContentSummary>, Status> {
         let who = self.caller(&req).await?;
-        let p = fs_path(req.into_inner().path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+        let p = self
+            .checked_path(&who, req.into_inner().path, Rights::READ, "read files")
             .await?;
         let sum = self
             .run("GetContentSummary", move |s| {
@@ -671,8 +669,8 @@ impl OzoneManager for OmService {
         req: Request<RecoverLeaseRequest>,
     ) -> Result<Response<RecoverLeaseResponse>, Status> {
         let who = self.caller(&req).await?;
-        let p = fs_path(req.into_inner().path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::WRITE, "recover leases")
+        let p = self
+            .checked_path(&who, req.into_inner().path, Rights::WRITE, "recover leases")
             .await?;
         let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
         let (length, recovered) = self
@@ -694,8 +692,8 @@ impl OzoneManager for OmService {
         req: Request<IsFileClosedRequest>,
     ) -> Result<Response<IsFileClosedResponse>, Status> {
         let who = self.caller(&req).await?;
-        let p = fs_path(req.into_inner().path)?;
-        self.require_bucket(&who, &p.volume, &p.bucket, Rights::READ, "read files")
+        let p = self
+            .checked_path(&who, req.into_inner().path, Rights::READ, "read files")
             .await?;
         let closed = self
             .run("IsFileClosed", move |s| {
