@@ -224,6 +224,21 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
         bucket: "bucket".into(),
         name: "k".into(),
     };
+    let dk = DeleteKeyRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+        name: "k".into(),
+    };
+    let ok_req = |name: &str| OpenKeyRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+        name: name.into(),
+        ..Default::default()
+    };
+    let gb = GetBucketRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+    };
     refuse!(b, lookup_key, lk.clone());
     refuse!(
         b,
@@ -234,15 +249,7 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
             ..Default::default()
         }
     );
-    refuse!(
-        b,
-        delete_key,
-        DeleteKeyRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into(),
-            name: "k".into()
-        }
-    );
+    refuse!(b, delete_key, dk.clone());
     refuse!(
         b,
         rename_key,
@@ -253,32 +260,9 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
             to: "stolen".into()
         }
     );
-    refuse!(
-        b,
-        open_key,
-        OpenKeyRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into(),
-            name: "k".into(),
-            ..Default::default()
-        }
-    );
-    refuse!(
-        b,
-        get_bucket,
-        GetBucketRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into()
-        }
-    );
-    refuse!(
-        b,
-        delete_bucket,
-        GetBucketRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into()
-        }
-    );
+    refuse!(b, open_key, ok_req("k"));
+    refuse!(b, get_bucket, gb.clone());
+    refuse!(b, delete_bucket, gb.clone());
     refuse!(
         b,
         create_bucket,
@@ -525,25 +509,8 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
     assert_eq!(added.acls, ["user:team-b/app:rl"]);
     let rb = s.client("b");
     assert_eq!(get(&rb, "k", 100_000).await, want);
-    refuse!(
-        b,
-        delete_key,
-        DeleteKeyRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into(),
-            name: "k".into()
-        }
-    );
-    refuse!(
-        b,
-        open_key,
-        OpenKeyRequest {
-            volume: "vol".into(),
-            bucket: "bucket".into(),
-            name: "k2".into(),
-            ..Default::default()
-        }
-    );
+    refuse!(b, delete_key, dk.clone());
+    refuse!(b, open_key, ok_req("k2"));
     let removed = a
         .modify_acl(
             "vol",

@@ -200,7 +200,7 @@ impl TokenSigner {
         payload: &[u8],
         expiry_ms: u64,
     ) -> ozone_proto::CommandAuth {
-        let nonce: [u8; 16] = rand_nonce();
+        let nonce: [u8; 16] = rand::random();
         let mac = self
             .command_mac(kind, target, expiry_ms, &nonce, payload)
             .finalize()
@@ -288,24 +288,6 @@ impl NonceCache {
             }
         }
     }
-}
-
-fn rand_nonce() -> [u8; 16] {
-    let mut n = [0u8; 16];
-    // The OS's random source; a failure leaves the time-derived fallback
-    // below, still unique per call within one process.
-    if getrandom(&mut n).is_err() {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        n[..8].copy_from_slice(&crate::now_ms().to_le_bytes());
-        n[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    }
-    n
-}
-
-fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
 fn hex(b: &[u8]) -> String {

@@ -225,6 +225,8 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
             )))
         }
     };
+    // OM commands to datanodes are signed with the block-token secret.
+    let command_signer = tokens.as_ref().map(|(s, _)| s.clone());
     let replicas = Arc::new(crate::replica_map::ReplicaMap::default());
     let channels = Arc::new(crate::dn_channels::DatanodeChannels::default());
     let replication = Arc::new(crate::replication::ReplicationManager::new(
@@ -265,9 +267,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         registry,
         metrics,
         channels,
-        cfg.block_token_secret
-            .as_deref()
-            .and_then(|s| ozone_common::token::TokenSigner::new(s).ok()),
+        command_signer,
         cfg.deletion_interval,
         rx,
     ));

@@ -113,13 +113,7 @@ impl Value for Names {
     const KIND: &'static str = "names";
     const ALLOWED: &'static str = "comma-separated names";
     fn parse(text: &str) -> Option<Self> {
-        Some(Names(
-            text.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect(),
-        ))
+        list(text, |s| Some(s.to_string())).map(Names)
     }
 }
 

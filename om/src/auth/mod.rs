@@ -34,6 +34,16 @@ pub enum Caller {
     Datanode(String),
 }
 
+impl Caller {
+    /// The identity of a client (`namespace/serviceaccount`), if it is one.
+    pub fn user(&self) -> Option<&str> {
+        match self {
+            Caller::User(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

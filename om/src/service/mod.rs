@@ -195,13 +195,11 @@ impl OzoneManager for OmService {
         let r = req.into_inner();
         let name = r.name;
         check_resource_name("volume", &name).map_err(invalid)?;
-        let owner = match (r.owner.is_empty(), &who) {
-            (false, _) => {
-                acl::check_identity(&r.owner).map_err(invalid)?;
-                r.owner
-            }
-            (true, crate::auth::Caller::User(u)) => u.clone(),
-            (true, _) => String::new(),
+        let owner = if r.owner.is_empty() {
+            who.user().unwrap_or_default().to_string()
+        } else {
+            acl::check_identity(&r.owner).map_err(invalid)?;
+            r.owner
         };
         let v = self
             .run("CreateVolume", move |s| {
@@ -235,10 +233,7 @@ impl OzoneManager for OmService {
             .map_err(|_| invalid(format!("unknown bucket layout {}", r.layout)))?;
         self.require(&who, &r.volume, None, Rights::CREATE, "create buckets")
             .await?;
-        let owner = match &who {
-            crate::auth::Caller::User(u) => u.clone(),
-            _ => String::new(),
-        };
+        let owner = who.user().unwrap_or_default().to_string();
         let b = self
             .run("CreateBucket", move |s| {
                 s.create_bucket_owned(&r.volume, &r.name, layout, &owner, now_ms())
@@ -413,12 +408,7 @@ impl OzoneManager for OmService {
     ) -> Result<Response<AllocateBlockResponse>, Status> {
         let who = self.caller(&req).await?;
         let r = req.into_inner();
-        self.require_session(&who, r.session_id, "write keys")
-            .await?;
-        let session = {
-            let id = r.session_id;
-            self.run("AllocateBlock", move |s| s.session(id)).await?
-        };
+        let session = self.session_for(&who, r.session_id, "write keys").await?;
         let count = if session.replication == ReplicationFactor::One as i32 {
             1
         } else {
