@@ -43,6 +43,8 @@ pub struct ClientConfig {
     pub short_circuit: Option<crate::shortcircuit::ScConfig>,
     /// `ozone.client.token.file`: the token presented to the OM.
     pub token_file: Option<std::path::PathBuf>,
+    /// TLS to the OM and datanodes (`hdds.grpc.tls.enabled`).
+    pub tls: Option<ozone_common::tls::Tls>,
 }
 
 /// Short-circuit settings from `conf`: on when a socket directory is set,
@@ -134,6 +136,7 @@ impl ClientConfig {
             short_circuit_mode,
             short_circuit: short_circuit(conf, short_circuit_mode)?,
             token_file: conf.opt(&keys::CLIENT_TOKEN_FILE)?,
+            tls: conf.tls(false)?,
         })
     }
 

@@ -86,7 +86,7 @@ impl Client {
         Ok(Self {
             inner: Arc::new(ClientInner {
                 sc,
-                pool: pool::Pool::new(config.max_message_size),
+                pool: pool::Pool::new(config.max_message_size, config.tls.clone()),
                 config,
                 om,
                 stats: ReadStats::default(),

@@ -48,6 +48,14 @@ pub enum ClientError {
 impl From<tonic::Status> for ClientError {
     fn from(s: tonic::Status) -> Self {
         let m = s.message().to_string();
+        // A plaintext client reading a TLS server's alert sees an HTTP/2
+        // protocol error: say what is likely wrong.
+        if s.code() == tonic::Code::Internal && m.contains("h2 protocol error") {
+            return ClientError::Unavailable(format!(
+                "{m}: the server does not speak plaintext gRPC; if the cluster uses TLS, \
+                 set hdds.grpc.tls.enabled and hdds.grpc.tls.dir here too"
+            ));
+        }
         match s.code() {
             tonic::Code::NotFound => ClientError::NotFound(m),
             tonic::Code::AlreadyExists => ClientError::AlreadyExists(m),

@@ -75,11 +75,11 @@ impl Om {
     /// Connects lazily to the OM at `config.om_address`.
     pub fn new(config: &ClientConfig) -> Result<Self> {
         let address = config.om_address.as_str();
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        let e = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
             .map_err(|e| ClientError::InvalidArgument(format!("OM address {address:?}: {e}")))?
             .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(60))
-            .connect_lazy();
+            .timeout(Duration::from_secs(60));
+        let ch = ozone_common::tls::lazy_channel(e, config.tls.as_ref());
         let creds = match &config.token_file {
             Some(f) => Credentials::token_file(f.clone()),
             None => Credentials::None,

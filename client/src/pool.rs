@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ozone_common::tls::Tls;
 use ozone_proto::DatanodeDetails;
 use ozone_proto::datanode_client::DatanodeClient;
 use tonic::transport::{Channel, Endpoint};
@@ -15,14 +16,16 @@ use crate::error::{ClientError, Result};
 pub struct Pool {
     channels: Mutex<HashMap<String, (String, Channel)>>,
     max_message_size: usize,
+    tls: Option<Tls>,
 }
 
 impl Pool {
-    /// An empty pool.
-    pub fn new(max_message_size: usize) -> Self {
+    /// An empty pool whose channels speak TLS when `tls` is set.
+    pub fn new(max_message_size: usize, tls: Option<Tls>) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
             max_message_size,
+            tls,
         }
     }
 
@@ -38,7 +41,7 @@ impl Pool {
                         dn.id
                     )));
                 }
-                let ch = Endpoint::from_shared(format!("http://{}", dn.address))
+                let e = Endpoint::from_shared(format!("http://{}", dn.address))
                     .map_err(|e| {
                         ClientError::InvalidArgument(format!(
                             "datanode address {}: {e}",
@@ -48,8 +51,8 @@ impl Pool {
                     .connect_timeout(Duration::from_secs(3))
                     .tcp_nodelay(true)
                     .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
-                    .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
-                    .connect_lazy();
+                    .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW);
+                let ch = ozone_common::tls::lazy_channel(e, self.tls.as_ref());
                 map.insert(dn.id.clone(), (dn.address.clone(), ch.clone()));
                 ch
             }

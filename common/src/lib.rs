@@ -10,6 +10,7 @@ pub mod grpc;
 pub mod integrity;
 pub mod names;
 pub mod shortcircuit;
+pub mod tls;
 pub mod token;
 
 /// Milliseconds since the Unix epoch.

@@ -42,6 +42,8 @@ pub struct DatanodeConfig {
     pub replication: crate::replication::ReplicationConfig,
     /// Period of the full replica report.
     pub full_report_interval: Duration,
+    /// TLS on the gRPC port and to the OM and other datanodes.
+    pub tls: Option<ozone_common::tls::Tls>,
 }
 
 impl DatanodeConfig {
@@ -80,6 +82,7 @@ impl DatanodeConfig {
                 bytes_per_sec: conf.value(&keys::REPLICATION_BYTES_PER_SECOND)?.0,
             },
             full_report_interval: conf.value(&keys::CONTAINER_REPORT_INTERVAL)?,
+            tls: conf.tls(true)?,
         })
     }
 }

@@ -21,6 +21,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::metrics::Metrics;
 use crate::storage::{BlockStore, LocalReplica, ScanOutcome, StorageError};
 use ozone_common::block_key::{BlockKey, key_of};
+use ozone_common::tls::Tls;
 
 /// Replication settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,18 +75,21 @@ pub struct Replicator {
     running: Mutex<HashSet<BlockKey>>,
     channels: Mutex<HashMap<String, Channel>>,
     max_read: u64,
+    tls: Option<Tls>,
 }
 
 /// Largest read asked of a source at once.
 const PIECE: u64 = 4 << 20;
 
 impl Replicator {
-    /// A copier into `store`; reads of at most `max_read` bytes per call.
+    /// A copier into `store`; reads of at most `max_read` bytes per call,
+    /// over TLS when `tls` is set.
     pub fn new(
         store: Arc<BlockStore>,
         metrics: Arc<Metrics>,
         cfg: ReplicationConfig,
         max_read: u64,
+        tls: Option<Tls>,
     ) -> Self {
         Self {
             store,
@@ -95,6 +99,7 @@ impl Replicator {
             running: Mutex::new(HashSet::new()),
             channels: Mutex::new(HashMap::new()),
             max_read: max_read.clamp(64 << 10, PIECE),
+            tls,
         }
     }
 
@@ -228,13 +233,13 @@ impl Replicator {
         let ch = match map.get(address) {
             Some(c) => c.clone(),
             None => {
-                let c = Endpoint::from_shared(format!("http://{address}"))
+                let e = Endpoint::from_shared(format!("http://{address}"))
                     .map_err(|_| {
                         Status::invalid_argument(format!("bad source address {address:?}"))
                     })?
                     .connect_timeout(Duration::from_secs(3))
-                    .timeout(Duration::from_secs(60))
-                    .connect_lazy();
+                    .timeout(Duration::from_secs(60));
+                let c = ozone_common::tls::lazy_channel(e, self.tls.as_ref());
                 map.insert(address.to_string(), c.clone());
                 c
             }

@@ -116,8 +116,8 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let om = tonic::transport::Endpoint::from_shared(format!("http://{}", cfg.om_address))
         .map_err(|_| StartError::OmAddress(cfg.om_address.clone()))?
         .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .connect_lazy();
+        .timeout(Duration::from_secs(10));
+    let om = ozone_common::tls::lazy_channel(om, cfg.tls.as_ref());
 
     let tokens = match &cfg.block_token_secret {
         Some(s) => Some(ozone_common::token::TokenSigner::new(s)?),
@@ -154,11 +154,17 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
     let svc = DatanodeService::new(
         &id,
         store.clone(),
-        metrics,
+        metrics.clone(),
         cfg.verify_writes,
         max_read,
         tokens.clone(),
-        cfg.replication,
+        Arc::new(crate::replication::Replicator::new(
+            store.clone(),
+            metrics.clone(),
+            cfg.replication,
+            max_read,
+            cfg.tls.clone(),
+        )),
     );
     // Calls to the OM prove they come from this datanode when the cluster
     // has a secret.
@@ -174,6 +180,7 @@ pub async fn start(cfg: DatanodeConfig) -> Result<DatanodeHandle, StartError> {
         "datanode",
         server::grpc().add_service(dn),
         ports.grpc,
+        cfg.tls.clone(),
         rx.clone(),
     ));
     let details = DatanodeDetails {

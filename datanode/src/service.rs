@@ -57,14 +57,8 @@ impl DatanodeService {
         verify_writes: bool,
         max_read: u64,
         tokens: Option<TokenSigner>,
-        replication: crate::replication::ReplicationConfig,
+        replicator: Arc<crate::replication::Replicator>,
     ) -> Self {
-        let replicator = Arc::new(crate::replication::Replicator::new(
-            store.clone(),
-            metrics.clone(),
-            replication,
-            max_read,
-        ));
         Self {
             store,
             metrics,

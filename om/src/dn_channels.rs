@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ozone_common::tls::Tls;
 use ozone_proto::datanode_client::DatanodeClient;
 use tonic::transport::{Channel, Endpoint};
 
@@ -12,9 +13,18 @@ use tonic::transport::{Channel, Endpoint};
 #[derive(Default)]
 pub struct DatanodeChannels {
     map: Mutex<HashMap<String, Channel>>,
+    tls: Option<Tls>,
 }
 
 impl DatanodeChannels {
+    /// No channels yet; they speak TLS when `tls` is set.
+    pub fn new(tls: Option<Tls>) -> Self {
+        Self {
+            map: Mutex::default(),
+            tls,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -26,10 +36,10 @@ impl DatanodeChannels {
         let ch = match map.get(address) {
             Some(c) => c.clone(),
             None => {
-                let c = Endpoint::from_shared(format!("http://{address}"))
+                let e = Endpoint::from_shared(format!("http://{address}"))
                     .ok()?
-                    .connect_timeout(Duration::from_secs(3))
-                    .connect_lazy();
+                    .connect_timeout(Duration::from_secs(3));
+                let c = ozone_common::tls::lazy_channel(e, self.tls.as_ref());
                 map.insert(address.to_string(), c.clone());
                 c
             }

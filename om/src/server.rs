@@ -47,6 +47,8 @@ pub struct OmConfig {
     pub open_keys: crate::open_keys::OpenKeyCleanup,
     /// Authentication and ACLs (`ozone.security.enabled`), when on.
     pub security: Option<SecurityConfig>,
+    /// TLS on the gRPC port and to datanodes.
+    pub tls: Option<ozone_common::tls::Tls>,
 }
 
 /// How the OM authenticates callers when security is on.
@@ -92,6 +94,7 @@ impl OmConfig {
             } else {
                 None
             },
+            tls: conf.tls(true)?,
             replication: crate::replication::ReplicationConfig {
                 interval: conf.value(&keys::REPLICATION_INTERVAL)?,
                 limit: conf.value(&keys::REPLICATION_LIMIT)?.max(1) as usize,
@@ -228,7 +231,7 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     // OM commands to datanodes are signed with the block-token secret.
     let command_signer = tokens.as_ref().map(|(s, _)| s.clone());
     let replicas = Arc::new(crate::replica_map::ReplicaMap::default());
-    let channels = Arc::new(crate::dn_channels::DatanodeChannels::default());
+    let channels = Arc::new(crate::dn_channels::DatanodeChannels::new(cfg.tls.clone()));
     let replication = Arc::new(crate::replication::ReplicationManager::new(
         store.clone(),
         registry.clone(),
@@ -254,7 +257,13 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
     let om = OzoneManagerServer::new(svc)
         .max_decoding_message_size(cfg.max_message_size)
         .max_encoding_message_size(cfg.max_message_size);
-    let grpc = server::spawn_tcp("OM", server::grpc().add_service(om), ports.grpc, rx.clone());
+    let grpc = server::spawn_tcp(
+        "OM",
+        server::grpc().add_service(om),
+        ports.grpc,
+        cfg.tls.clone(),
+        rx.clone(),
+    );
     let replicator = tokio::spawn(replication.run(rx.clone()));
     let cleaner = tokio::spawn(crate::open_keys::run(
         store.clone(),

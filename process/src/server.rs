@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::ops::Deref;
 use std::path::Path;
 
+use ozone_common::tls::Tls;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -85,17 +86,24 @@ where
         .await
 }
 
-/// Serves `router` on a TCP listener (no Nagle delay) in a task until
-/// `stop` is true; a failure is logged as `what`'s.
+/// Serves `router` on a TCP listener (no Nagle delay), over TLS when `tls`
+/// is set, in a task until `stop` is true; a failure is logged as `what`'s.
 pub fn spawn_tcp(
     what: &'static str,
     router: Router,
     listener: TcpListener,
+    tls: Option<Tls>,
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        if let Err(e) = serve(router, incoming, stop).await {
+        let result = match tls {
+            Some(tls) => serve(router, ozone_common::tls::incoming(listener, tls), stop).await,
+            None => {
+                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                serve(router, incoming, stop).await
+            }
+        };
+        if let Err(e) = result {
             tracing::error!("{what} gRPC server failed: {e}");
         }
     })

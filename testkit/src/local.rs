@@ -181,11 +181,18 @@ impl LocalCluster {
     /// node), reading short-circuit from that node's socket directory.
     pub fn client(&self, node: Option<&str>) -> Result<Client, LocalError> {
         let mut conf = ozone_common::config::Conf::new();
-        // A secured cluster's own client presents the token it was given.
-        let token_key = ozone_common::config::CLIENT_TOKEN_FILE.name;
-        for kv in &self.spec.conf {
-            if let Some(v) = kv.strip_prefix(token_key).and_then(|r| r.strip_prefix('=')) {
-                conf.set(token_key, v.to_string());
+        // A secured cluster's own client presents the token it was given
+        // and speaks TLS when the cluster does.
+        use ozone_common::config::{CLIENT_TOKEN_FILE, GRPC_TLS_DIR, GRPC_TLS_ENABLED};
+        for key in [
+            CLIENT_TOKEN_FILE.name,
+            GRPC_TLS_ENABLED.name,
+            GRPC_TLS_DIR.name,
+        ] {
+            for kv in &self.spec.conf {
+                if let Some(v) = kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')) {
+                    conf.set(key, v.to_string());
+                }
             }
         }
         if let Some(n) = node {

@@ -239,6 +239,10 @@ keys! {
     TOKEN_AUDIENCE: String = "ozone.om.token.audience", Some("ozone"), [Om];
     /// Client: file holding the token presented to the OM (a projected ServiceAccount token; re-read when it changes).
     CLIENT_TOKEN_FILE: PathBuf = "ozone.client.token.file", None, [Client, Sidecar];
+    /// TLS on every gRPC port and connection (the short-circuit socket stays local).
+    GRPC_TLS_ENABLED: bool = "hdds.grpc.tls.enabled", Some("false"), [Om, Datanode, Client, Sidecar];
+    /// Directory holding `ca.crt`, `tls.crt` and `tls.key` (a Kubernetes TLS Secret); re-read when it changes.
+    GRPC_TLS_DIR: PathBuf = "hdds.grpc.tls.dir", None, [Om, Datanode, Client, Sidecar];
 }
 
 /// The declaration of `name`.

@@ -245,6 +245,25 @@ impl Conf {
             .collect()
     }
 
+    /// The TLS settings when `hdds.grpc.tls.enabled`: the directory
+    /// loaded for a server (certificate and key required) or a client.
+    pub fn tls(&self, server: bool) -> Result<Option<crate::tls::Tls>, ConfigError> {
+        if !self.value(&GRPC_TLS_ENABLED)? {
+            return Ok(None);
+        }
+        let name = GRPC_TLS_DIR.name;
+        let Some(dir) = self.opt(&GRPC_TLS_DIR)? else {
+            return Err(Self::err(
+                name,
+                "",
+                "TLS is enabled but no certificate directory is set",
+            ));
+        };
+        crate::tls::Tls::load(&dir, server)
+            .map(Some)
+            .map_err(|e| Self::err(name, &dir.display().to_string(), e.to_string()))
+    }
+
     /// The block-token secret when block tokens are enabled.
     pub fn block_token_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         if !self.value(&BLOCK_TOKEN_ENABLED)? {
