@@ -94,8 +94,9 @@ struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Only these paths (comma list of grpc, sc, sidecar, passthrough).
-    #[arg(long, default_value = "grpc,sc,sidecar,passthrough")]
+    /// Only these paths (comma list of grpc, grpc-tls, sc, sidecar,
+    /// passthrough; grpc-tls runs on a second cluster with TLS on).
+    #[arg(long, default_value = "grpc,grpc-tls,sc,sidecar,passthrough")]
     paths: String,
 }
 
@@ -244,66 +245,90 @@ where
     Ok((r, raw_r, disk))
 }
 
-async fn bench(a: Args) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    eprintln!("starting a local cluster in {}", dir.path().display());
-    let mut cluster = LocalCluster::start(LocalSpec {
-        dir: dir.path().to_path_buf(),
-        datanodes: 3,
-        exe: std::env::current_exe()?,
-        conf: vec![format!("{}=256MB", ozone_common::config::BLOCK_SIZE.name)],
-    })
-    .await?;
-    let om = cluster.om_address();
-    let node = LocalCluster::node_name(0);
-    let sockets = cluster.socket_dir(0);
-    let sidecar = if a
-        .paths
-        .split(',')
-        .any(|p| p == "sidecar" || p == "passthrough")
-    {
-        Some(cluster.start_sidecar(&node, "bench", &[]).await?)
-    } else {
-        None
-    };
-    let relay = sidecar.as_ref().map(|s| s.passthrough_dir.clone());
-    // A client reading short-circuit from `dir` (the node's sockets, or the
-    // sidecar's relay sockets), or over gRPC only.
-    let mk_in = |bpc: u32, dir: Option<&std::path::Path>| -> anyhow::Result<Client> {
+/// A local cluster holding the benchmark's keys: one bucket per bytes per
+/// checksum setting, every key's first replica on datanode 0's node.
+struct Setup {
+    cluster: LocalCluster,
+    om: String,
+    node: String,
+    sockets: PathBuf,
+    /// Extra client settings (TLS).
+    conf: Vec<(&'static str, String)>,
+    per_bpc: Vec<(u32, String)>,
+    all_files: Vec<PathBuf>,
+    raw_files: Vec<(std::fs::File, u64)>,
+}
+
+impl Setup {
+    /// A client reading short-circuit from `dir` (the node's sockets, or a
+    /// sidecar's relay sockets), or over gRPC only.
+    fn client_in(&self, bpc: u32, dir: Option<&std::path::Path>) -> anyhow::Result<Client> {
         let mut conf = Conf::new();
         conf.set(
             ozone_common::config::BYTES_PER_CHECKSUM.name,
             bpc.to_string(),
         );
+        for (k, v) in &self.conf {
+            conf.set(k, v.clone());
+        }
         if let Some(d) = dir {
             conf.set(
                 ozone_common::config::DOMAIN_SOCKET_PATH.name,
                 d.display().to_string(),
             );
         }
-        let mut cfg = ClientConfig::from_conf(&om, &conf)?;
-        cfg.node_name = Some(node.clone());
+        let mut cfg = ClientConfig::from_conf(&self.om, &conf)?;
+        cfg.node_name = Some(self.node.clone());
         Ok(Client::connect(cfg)?)
+    }
+
+    fn client(&self, bpc: u32, sc: bool) -> anyhow::Result<Client> {
+        self.client_in(bpc, sc.then_some(self.sockets.as_path()))
+    }
+}
+
+/// Starts a cluster in `dir` with `conf` (`key=value`; `client_conf` for
+/// its clients) and writes the keys.
+async fn setup(
+    a: &Args,
+    dir: &std::path::Path,
+    conf: Vec<String>,
+    client_conf: Vec<(&'static str, String)>,
+) -> anyhow::Result<Setup> {
+    eprintln!("starting a local cluster in {}", dir.display());
+    let mut all = vec![format!("{}=256MB", ozone_common::config::BLOCK_SIZE.name)];
+    all.extend(conf);
+    let cluster = LocalCluster::start(LocalSpec {
+        dir: dir.to_path_buf(),
+        datanodes: 3,
+        exe: std::env::current_exe()?,
+        conf: all,
+    })
+    .await?;
+    let mut s = Setup {
+        om: cluster.om_address(),
+        node: LocalCluster::node_name(0),
+        sockets: cluster.socket_dir(0),
+        cluster,
+        conf: client_conf,
+        per_bpc: Vec::new(),
+        all_files: Vec::new(),
+        raw_files: Vec::new(),
     };
-    let mk = |bpc: u32, sc: bool| mk_in(bpc, sc.then_some(sockets.as_path()));
-    let admin = mk(16 << 10, false)?;
+    let admin = s.client(16 << 10, false)?;
     admin.create_volume("bench").await?;
     let size = a.key_mib << 20;
     if size <= a.read_kib << 10 {
         bail!("keys must be larger than one read");
     }
-    let mut rows = Vec::new();
-    let mut all_files = Vec::new();
-    let mut per_bpc = Vec::new();
     for bpc in [1u32 << 20, 16 << 10] {
         let bucket = format!("b{bpc}");
         admin.create_bucket("bench", &bucket).await?;
-        let w = mk(bpc, false)?;
+        let w = s.client(bpc, false)?;
         eprintln!(
             "writing {} keys of {} MiB, {} bytes per checksum",
             a.keys, a.key_mib, bpc
         );
-        let mut files = Vec::new();
         for k in 0..a.keys {
             let mut wr = w
                 .create_key(KeyPath::new("bench", &bucket, &format!("k{k}")))
@@ -319,22 +344,23 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             let key = wr.close().await?;
             for b in &key.blocks {
                 let id = b.block.context("block id")?;
-                if b.replicas.first().map(|r| r.node_name.as_str()) != Some(node.as_str()) {
-                    bail!("first replica not on {node}");
+                if b.replicas.first().map(|r| r.node_name.as_str()) != Some(s.node.as_str()) {
+                    bail!("first replica not on {}", s.node);
                 }
-                let p = cluster
+                let p = s
+                    .cluster
                     .datanode_dir(0)
                     .join("data/containers")
                     .join(id.container_id.to_string())
                     .join("chunks")
                     .join(format!("{}.block", id.local_id));
-                files.push(p);
+                s.all_files.push(p);
             }
         }
-        all_files.extend(files.iter().cloned());
-        per_bpc.push((bpc, bucket));
+        s.per_bpc.push((bpc, bucket));
     }
-    let raw_files: Vec<(std::fs::File, u64)> = all_files
+    s.raw_files = s
+        .all_files
         .iter()
         .map(|p| {
             let f = std::fs::File::open(p)?;
@@ -342,16 +368,97 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             Ok((f, len))
         })
         .collect::<std::io::Result<_>>()?;
+    Ok(s)
+}
+
+/// The name of a row.
+fn row_name(path: &str, bpc: u32, verify: bool) -> String {
+    format!(
+        "{}, {} bytes per checksum, verify {}",
+        match path {
+            "sc" => "short-circuit",
+            "sidecar" => "through the sidecar",
+            "passthrough" => "sidecar pass-through",
+            "grpc-tls" => "gRPC with TLS",
+            _ => "gRPC",
+        },
+        if bpc == 1 << 20 {
+            "1 MiB".to_string()
+        } else {
+            format!("{} KiB", bpc >> 10)
+        },
+        if verify { "on" } else { "off" }
+    )
+}
+
+/// The rows over TLS: a second cluster with `hdds.grpc.tls.enabled`, the
+/// same keys, gRPC reads (the short-circuit path has no TLS to pay).
+async fn tls_rows(a: &Args, dir: &std::path::Path, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    use ozone_common::config::{GRPC_TLS_DIR, GRPC_TLS_ENABLED};
+    use ozone_common::tls::issue::{Ca, write_dir};
+    let certs = dir.join("certs");
+    let day = Duration::from_secs(86_400);
+    let ca = Ca::new("ozone-bench CA", day)?;
+    let leaf = ca.issue(&["localhost".into(), "127.0.0.1".into()], day)?;
+    write_dir(&certs, ca.cert_pem(), Some(&leaf))?;
+    let keys = [
+        (GRPC_TLS_ENABLED.name, "true".to_string()),
+        (GRPC_TLS_DIR.name, certs.display().to_string()),
+    ];
+    let s = setup(
+        a,
+        &dir.join("cluster"),
+        keys.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        keys.to_vec(),
+    )
+    .await?;
+    for (bpc, bucket) in &s.per_bpc {
+        for verify in [true, false] {
+            let c = s.client(*bpc, false)?.with_verify_checksum(verify);
+            let (r, raw_r, disk) =
+                measure(&c, bucket, verify, a, (&s.all_files, &s.raw_files)).await?;
+            let name = row_name("grpc-tls", *bpc, verify);
+            eprintln!("{name}: {:.0} ops/s", median(r.clone()));
+            rows.push(Row {
+                raw_ops: median(raw_r),
+                name,
+                path: "grpc-tls",
+                bpc: *bpc,
+                verify,
+                ops: median(r),
+                disk_reads_kib: disk,
+            });
+        }
+    }
+    s.cluster.stop().await;
+    Ok(())
+}
+
+async fn bench(a: Args) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut s = setup(&a, dir.path(), Vec::new(), Vec::new()).await?;
+    let sidecar = if a
+        .paths
+        .split(',')
+        .any(|p| p == "sidecar" || p == "passthrough")
+    {
+        Some(s.cluster.start_sidecar(&s.node, "bench", &[]).await?)
+    } else {
+        None
+    };
+    let relay = sidecar.as_ref().map(|s| s.passthrough_dir.clone());
+    let (all_files, raw_files, per_bpc) = (&s.all_files, &s.raw_files, &s.per_bpc);
+    let mut rows = Vec::new();
 
     // Raw pread baseline.
-    warm(&all_files);
+    warm(all_files);
     let mut disk = 0;
     let mut r = Vec::new();
-    raw_round(&raw_files, &a, a.seconds.min(1.0));
+    raw_round(raw_files, &a, a.seconds.min(1.0));
     for _ in 0..a.rounds {
-        warm(&all_files);
+        warm(all_files);
         let before = pgpgin();
-        r.push(raw_round(&raw_files, &a, a.seconds));
+        r.push(raw_round(raw_files, &a, a.seconds));
         disk += pgpgin() - before;
     }
     let raw_all = median(r.clone());
@@ -369,15 +476,15 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         if !a.paths.split(',').any(|p| p == path) {
             continue;
         }
-        for (bpc, bucket) in &per_bpc {
+        for (bpc, bucket) in per_bpc {
             // Through the sidecar: its own (default) 16 KiB setting only.
             if (path == "sidecar" || path == "passthrough") && *bpc != 16 << 10 {
                 continue;
             }
             for verify in [true, false] {
                 let c = match path {
-                    "passthrough" => mk_in(*bpc, relay.as_deref())?,
-                    _ => mk(*bpc, path == "sc")?,
+                    "passthrough" => s.client_in(*bpc, relay.as_deref())?,
+                    _ => s.client(*bpc, path == "sc")?,
                 }
                 .with_verify_checksum(verify);
                 let files = (&all_files[..], &raw_files[..]);
@@ -396,21 +503,7 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                         c.short_circuit_fallbacks()
                     );
                 }
-                let name = format!(
-                    "{}, {} bytes per checksum, verify {}",
-                    match path {
-                        "sc" => "short-circuit",
-                        "sidecar" => "through the sidecar",
-                        "passthrough" => "sidecar pass-through",
-                        _ => "gRPC",
-                    },
-                    if *bpc == 1 << 20 {
-                        "1 MiB".to_string()
-                    } else {
-                        format!("{} KiB", bpc >> 10)
-                    },
-                    if verify { "on" } else { "off" }
-                );
+                let name = row_name(path, *bpc, verify);
                 eprintln!("{name}: {:.0} ops/s", median(r.clone()));
                 rows.push(Row {
                     raw_ops: median(raw_r),
@@ -424,7 +517,10 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             }
         }
     }
-    cluster.stop().await;
+    s.cluster.stop().await;
+    if a.paths.split(',').any(|p| p == "grpc-tls") {
+        tls_rows(&a, &dir.path().join("tls"), &mut rows).await?;
+    }
 
     println!(
         "\n{} KiB random positional reads, {} concurrent readers, {} keys x {} MiB per setting, median of {} x {:.1}s rounds\n",
