@@ -169,7 +169,8 @@ for denied in "update statefulsets" "delete statefulsets" "get configmaps" "list
   # shellcheck disable=SC2086
   [ "$(kubectl auth can-i $denied -n $ns --as "$sa" 2>/dev/null)" = no ] || die "the chart grants $denied"
 done
-for allowed in "patch statefulsets" "list pods" "delete pods" "patch ozoneclusters --subresource=status" "create events.events.k8s.io"; do
+for allowed in "patch statefulsets" "list pods" "delete pods" "patch ozoneclusters --subresource=status" "create events.events.k8s.io" \
+    "patch secrets" "patch networkpolicies.networking.k8s.io" "delete networkpolicies.networking.k8s.io"; do
   # shellcheck disable=SC2086
   [ "$(kubectl auth can-i $allowed -n $ns --as "$sa" 2>/dev/null)" = yes ] || die "the chart lacks $allowed"
 done
@@ -263,6 +264,46 @@ fi
 sleep 3
 after=$(versions)
 [ "$before" = "$after" ] || die "objects changed on resync: $(diff <(echo "$before") <(echo "$after"))"
+ok
+
+step "TLS: the operator's CA signs a certificate for the OM and every pod, and renews it"
+secret_pem() { jp secret "$1" -n "$ns" -o jsonpath="{.data.${2//./\\.}}" | base64 -d; }
+wait_until 60 "the TLS Secret" jp secret ozone-prod-tls -n "$ns" -o name
+[ "$(jp secret ozone-prod-tls -n "$ns" -o jsonpath='{.type}')" = kubernetes.io/tls ] || die "TLS Secret type"
+secret_pem ozone-prod-tls ca.crt > "$work/ca.crt"
+secret_pem ozone-prod-tls tls.crt > "$work/tls.crt"
+cmp -s "$work/ca.crt" <(secret_pem ozone-prod-ca ca.crt) || die "the TLS Secret's CA is not the CA Secret's"
+openssl verify -CAfile "$work/ca.crt" "$work/tls.crt" > /dev/null || die "the certificate does not verify against the CA"
+sans=$(openssl x509 -in "$work/tls.crt" -noout -ext subjectAltName)
+for n in ozone-prod-om.storage.svc '*.ozone-prod-datanode-headless.storage.svc' '*.ozone-prod-om-headless.storage.svc'; do
+  grep -qF "DNS:$n" <<< "$sans" || die "no $n in $sans"
+done
+jp sts ozone-prod-datanode -n "$ns" -o jsonpath='{.spec.template.spec.containers[0].args}' \
+  | grep -qF '$(POD_NAME).ozone-prod-datanode-headless.storage.svc' || die "datanodes do not advertise their DNS names"
+# Due for renewal (as if a third of its life were left), then a spec change
+# wakes the controller: a new certificate from the same CA, valid 30 days.
+kubectl annotate secret ozone-prod-tls -n "$ns" ozone-rs.io/not-after=1 --overwrite >/dev/null
+patch_oz ozone-prod '{"spec":{"security":{"tls":{"certificateDays":30}}}}'
+renewed() { ! cmp -s "$work/tls.crt" <(secret_pem ozone-prod-tls tls.crt); }
+wait_until 60 "a renewed certificate" renewed
+secret_pem ozone-prod-tls tls.crt > "$work/tls2.crt"
+openssl verify -CAfile "$work/ca.crt" "$work/tls2.crt" > /dev/null || die "the renewed certificate does not verify"
+openssl x509 -in "$work/tls2.crt" -noout -checkend $((29 * 86400)) > /dev/null || die "renewed for less than 29 days"
+openssl x509 -in "$work/tls2.crt" -noout -checkend $((31 * 86400)) > /dev/null && die "renewed for more than 31 days"
+ok "renewed"
+
+step "NetworkPolicies: accepted by the API server, removed when turned off"
+for p in ozone-prod-om ozone-prod-datanode; do
+  jp networkpolicy "$p" -n "$ns" -o name | grep -q . || die "NetworkPolicy $p missing"
+done
+[ "$(jp networkpolicy ozone-prod-om -n "$ns" -o jsonpath='{.spec.ingress[0].ports[0].port}')" = 9862 ] || die "OM policy port"
+[ "$(jp networkpolicy ozone-prod-datanode -n "$ns" -o jsonpath='{.spec.ingress[1].from[1].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name}')" = monitoring ] \
+  || die "datanode metrics policy"
+[ "$(jp oz ozone-prod -n "$ns" -o jsonpath='{.status.networkPolicies}')" = true ] || die "status.networkPolicies"
+patch_oz ozone-prod '{"spec":{"security":{"networkPolicies":{"enabled":false}}}}'
+wait_until 60 "the policies gone" bash -c "[ -z \"\$(kubectl get networkpolicy -n $ns -o name | grep ozone-prod)\" ]"
+patch_oz ozone-prod '{"spec":{"security":{"networkPolicies":{"enabled":true}}}}'
+wait_until 60 "the policies back" jp networkpolicy ozone-prod-datanode -n "$ns" -o name
 ok
 
 # --- 4. invalid resources refused by the API server ------------------------

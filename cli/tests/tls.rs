@@ -110,7 +110,7 @@ async fn tls_refuses_plaintext_and_rotates_under_load() {
         Some(&Tls::load(&stranger, false).unwrap()),
     )
     .await;
-    let e = untrusted.err().expect("an untrusted server is refused");
+    let e = untrusted.expect_err("an untrusted server is refused");
     let chain = format!("{e:?}");
     assert!(
         chain.contains("UnknownIssuer") || chain.contains("certificate"),
@@ -148,7 +148,7 @@ async fn tls_refuses_plaintext_and_rotates_under_load() {
             let mut c: Option<ozone_client::Client> = None;
             while !stop.load(Ordering::Relaxed) {
                 round += 1;
-                if c.is_none() || round % 2 == 0 {
+                if c.is_none() || round.is_multiple_of(2) {
                     let cfg = ozone_client::ClientConfig::from_conf(&cl, &cf).unwrap();
                     c = Some(ozone_client::Client::connect(cfg).unwrap());
                 }

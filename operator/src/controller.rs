@@ -26,6 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -38,7 +39,7 @@ use sha2::{Digest, Sha256};
 
 use crate::builders::{self, Objects};
 use crate::crd::OzoneCluster;
-use crate::decommission::{DatanodeAdmin, OmAdmin, ScaleDown};
+use crate::decommission::{DatanodeAdmin, OmAdmin, OmTls, ScaleDown};
 use crate::metrics::Metrics;
 use crate::status::{self, Observed};
 
@@ -105,11 +106,14 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// The OM's datanode administration (decommission before scale-down).
     pub admin: Arc<dyn DatanodeAdmin>,
+    /// The CA bundles the OM administration checks TLS OMs against.
+    pub om_tls: OmTls,
 }
 
 impl Context {
     /// A context over `client`.
     pub fn new(client: Client, metrics: Metrics) -> Self {
+        let om_tls = OmTls::default();
         let reporter = Reporter {
             controller: MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -119,7 +123,10 @@ impl Context {
             client,
             metrics,
             failures: Mutex::new(HashMap::new()),
-            admin: Arc::new(OmAdmin),
+            admin: Arc::new(OmAdmin {
+                tls: om_tls.clone(),
+            }),
+            om_tls,
         }
     }
 
@@ -231,6 +238,7 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
             roll_held: outcome.roll_held,
             decommissioning: scale.waiting.clone(),
             decommissioned_pods: scale.decommissioned.clone(),
+            network_policies: outcome.network_policies,
         },
         now.clone(),
     );
@@ -339,6 +347,8 @@ struct Applied {
     roll_held: bool,
     /// Objects the API server refused, with its message.
     failures: Vec<String>,
+    /// Whether the cluster's NetworkPolicies exist after this round.
+    network_policies: Option<bool>,
 }
 
 /// Applies every object in order. A refused object is recorded and the
@@ -374,8 +384,46 @@ async fn apply_all(
             r,
         );
     }
+    let tls_secret = builders::tls::tls_secret_name(&c.name_any());
+    let om_address = format!("{}-om.{ns}.svc:{}", c.name_any(), builders::OM_PORT);
+    if c.spec.security.tls.enabled {
+        let r = ensure_tls(c, ctx, ns, objs.certificate.as_ref(), &om_address)
+            .await
+            .map_err(|e| match e {
+                Error::Api(e) => api_message(&e),
+                other => other.to_string(),
+            });
+        prerequisites &= record(format!("TLS Secret {tls_secret}"), r);
+    } else {
+        ctx.om_tls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&om_address);
+    }
     let config = named("ConfigMap", &objs.config);
     prerequisites &= record(config, applied(apply(client, ns, &objs.config).await));
+    let had_policies = c.status.as_ref().is_some_and(|s| s.network_policies);
+    let mut policies = !objs.network_policies.is_empty();
+    for p in &objs.network_policies {
+        record(
+            named("NetworkPolicy", p),
+            applied(apply(client, ns, p).await),
+        );
+    }
+    if !policies && had_policies {
+        // Turned off: ours go.
+        let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
+        for name in builders::network::policy_names(&c.name_any()) {
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => tracing::info!(policy = %name, "NetworkPolicy removed"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    policies = true;
+                    record(format!("NetworkPolicy {name}"), Err(api_message(&e)));
+                }
+            }
+        }
+    }
     for svc in [&objs.om_headless, &objs.om_service, &objs.datanode_headless] {
         record(named("Service", svc), applied(apply(client, ns, svc).await));
     }
@@ -423,6 +471,7 @@ async fn apply_all(
         applied(apply(client, ns, pdb).await),
     );
     out.roll_held = held;
+    out.network_policies = Some(policies);
     out
 }
 
@@ -624,6 +673,106 @@ where
         &Patch::Apply(obj),
     )
     .await
+}
+
+/// Validity of the operator's CA for a cluster.
+const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
+
+/// The cluster's TLS Secret: through cert-manager (the `Certificate` is
+/// applied; cert-manager writes the Secret), or from the operator's CA
+/// (created once in `<name>-ca`), issued again when missing, when its names
+/// change or when a third of its validity is left. The pods mount the
+/// Secret; the kubelet updates it in place and the processes load it
+/// without a restart. Also records the CA bundle for the operator's own
+/// calls to the OM.
+async fn ensure_tls(
+    c: &OzoneCluster,
+    ctx: &Context,
+    ns: &str,
+    certificate: Option<&kube::api::DynamicObject>,
+    om_address: &str,
+) -> Result<(), Error> {
+    use builders::tls;
+    use ozone_common::tls::issue::Ca;
+    let client = &ctx.client;
+    let name = c.name_any();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let pem_of = |s: &Secret, key: &str| -> Option<String> {
+        s.data
+            .as_ref()?
+            .get(key)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+    };
+    let invalid = |e: &dyn std::fmt::Display| Error::InvalidSpec(e.to_string());
+    let ca_pem = if let Some(cert) = certificate {
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &tls::certificate_resource());
+        api.patch(
+            &tls::tls_secret_name(&name),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(cert),
+        )
+        .await?;
+        // cert-manager writes the Secret; until then the pods wait for it.
+        secrets
+            .get_opt(&tls::tls_secret_name(&name))
+            .await?
+            .and_then(|s| pem_of(&s, ozone_common::tls::CA_FILE))
+    } else {
+        let subject = tls::ca_subject(&name, ns);
+        let ca = match secrets.get_opt(&tls::ca_secret_name(&name)).await? {
+            Some(s) => {
+                let (Some(crt), Some(key)) = (
+                    pem_of(&s, ozone_common::tls::CA_FILE),
+                    pem_of(&s, tls::CA_KEY),
+                ) else {
+                    return Err(Error::InvalidSpec(format!(
+                        "Secret {} lacks {} or {}",
+                        tls::ca_secret_name(&name),
+                        ozone_common::tls::CA_FILE,
+                        tls::CA_KEY
+                    )));
+                };
+                Ca::from_pem(&subject, &crt, &key).map_err(|e| invalid(&e))?
+            }
+            None => {
+                let ca = Ca::new(&subject, CA_VALIDITY).map_err(|e| invalid(&e))?;
+                let secret = tls::ca_secret(c, &ca).map_err(|e| invalid(&e))?;
+                let pp = PostParams {
+                    field_manager: Some(MANAGER.into()),
+                    ..Default::default()
+                };
+                match secrets.create(&pp, &secret).await {
+                    Ok(_) => ca,
+                    // Created meanwhile: the next reconcile uses that one.
+                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let names = tls::dns_names(&name, ns);
+        let current = secrets.get_opt(&tls::tls_secret_name(&name)).await?;
+        let spec = &c.spec.security.tls;
+        if tls::needs_renewal(current.as_ref(), &names, spec, std::time::SystemTime::now()) {
+            let issued = ca
+                .issue(&names, tls::validity(spec))
+                .map_err(|e| invalid(&e))?;
+            let secret =
+                tls::tls_secret(c, ca.cert_pem(), &issued, &names).map_err(|e| invalid(&e))?;
+            apply(client, ns, &secret).await?;
+            tracing::info!(cluster = %key(c), "issued a TLS certificate");
+        }
+        Some(ca.cert_pem().to_string())
+    };
+    if let Some(pem) = ca_pem {
+        let t =
+            ozone_common::tls::Tls::client_from_ca_pem(pem.as_bytes()).map_err(|e| invalid(&e))?;
+        ctx.om_tls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(om_address.to_string(), t);
+    }
+    Ok(())
 }
 
 /// Creates the block-token Secret with a random key unless it exists; an

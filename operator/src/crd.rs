@@ -399,6 +399,103 @@ pub struct SecuritySpec {
     /// OM-signed block tokens checked by datanodes (key kept in a Secret).
     #[serde(default)]
     pub block_tokens: bool,
+    /// TLS on every gRPC port of the OM and the datanodes.
+    #[serde(default)]
+    pub tls: TlsSpec,
+    /// NetworkPolicies limiting who reaches the OM and the datanodes.
+    #[serde(default)]
+    pub network_policies: NetworkPolicySpec,
+}
+
+/// TLS (`hdds.grpc.tls.enabled`). The certificate lives in the Secret
+/// `<name>-tls` (`tls.crt`, `tls.key`, `ca.crt`), mounted in every OM and
+/// datanode pod; its names are the OM Service's and the pods' DNS names.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// Serve and call gRPC over TLS.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Days a certificate is valid; it is renewed when a third is left.
+    #[serde(default = "default_certificate_days")]
+    #[schemars(range(min = 1, max = 3650))]
+    pub certificate_days: u32,
+    /// Ask cert-manager for the certificate (a `Certificate` the operator
+    /// applies) instead of the operator's own CA (the Secret `<name>-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<CertManagerIssuer>,
+}
+
+fn default_certificate_days() -> u32 {
+    90
+}
+
+impl Default for TlsSpec {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            certificate_days: default_certificate_days(),
+            cert_manager: None,
+        }
+    }
+}
+
+/// The cert-manager issuer that signs the cluster's certificate.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertManagerIssuer {
+    /// Name of the Issuer or ClusterIssuer.
+    #[schemars(length(min = 1, max = 253))]
+    pub issuer_name: String,
+    /// `Issuer` (in the cluster's namespace) or `ClusterIssuer`.
+    #[serde(default)]
+    pub issuer_kind: IssuerKind,
+}
+
+/// Kind of a cert-manager issuer.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq)]
+pub enum IssuerKind {
+    /// Namespaced.
+    #[default]
+    Issuer,
+    /// Cluster-wide.
+    ClusterIssuer,
+}
+
+/// NetworkPolicies: the OM and datanode gRPC ports accept only the
+/// cluster's own pods, client pods (by label, in any namespace) and the
+/// operator; the metrics ports only the named namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPolicySpec {
+    /// Render the policies.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Labels of the pods that may call the OM and datanodes (the pods
+    /// running the client sidecar), in any namespace.
+    #[serde(default = "default_client_labels")]
+    pub client_pod_labels: BTreeMap<String, String>,
+    /// Namespace allowed to scrape the metrics ports (unset: none but the
+    /// cluster's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_namespace: Option<String>,
+}
+
+/// Label of client pods allowed through the NetworkPolicies by default.
+pub const CLIENT_LABEL: &str = "ozone-rs.io/client";
+
+fn default_client_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([(CLIENT_LABEL.to_string(), "true".to_string())])
+}
+
+impl Default for NetworkPolicySpec {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            client_pod_labels: default_client_labels(),
+            metrics_namespace: None,
+        }
+    }
 }
 
 /// Client defaults.
@@ -459,6 +556,9 @@ pub struct OzoneClusterStatus {
     /// if the cluster grows back over them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decommissioned_pods: Vec<String>,
+    /// The cluster's NetworkPolicies exist (removed when turned off).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_policies: bool,
 }
 
 /// One datanode pod.

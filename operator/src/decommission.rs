@@ -6,7 +6,11 @@
 //! The OM is reached at its Service; [`DatanodeAdmin`] lets tests stand in
 //! for it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use ozone_common::tls::Tls;
 
 use futures::future::BoxFuture;
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
@@ -37,9 +41,16 @@ pub trait DatanodeAdmin: Send + Sync {
     fn recommission<'a>(&'a self, om: &'a str, pod: &'a str) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// The OM over gRPC.
+/// The CA bundle each TLS cluster's OM is checked against, by OM address
+/// (filled by the controller from the cluster's TLS Secret).
+pub type OmTls = Arc<Mutex<HashMap<String, Tls>>>;
+
+/// The OM over gRPC (over TLS for the addresses in `tls`).
 #[derive(Debug, Default)]
-pub struct OmAdmin;
+pub struct OmAdmin {
+    /// TLS settings by OM address.
+    pub tls: OmTls,
+}
 
 impl OmAdmin {
     async fn client(
@@ -50,8 +61,15 @@ impl OmAdmin {
             .map_err(|e| format!("OM address {om}: {e}"))?
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(10));
+        let tls = self
+            .tls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(om)
+            .cloned();
         // The bound covers the name lookup too: a reconcile never hangs on it.
-        let ch = tokio::time::timeout(Duration::from_secs(5), endpoint.connect())
+        let connect = ozone_common::tls::channel(endpoint, tls.as_ref());
+        let ch = tokio::time::timeout(Duration::from_secs(5), connect)
             .await
             .map_err(|_| format!("OM at {om} unreachable: no connection within 5 s"))?
             .map_err(|e| format!("OM at {om} unreachable: {e}"))?;

@@ -38,6 +38,8 @@ pub struct Observed<'a> {
     pub decommissioning: Option<String>,
     /// Datanode pods decommissioned for a scale-down.
     pub decommissioned_pods: Vec<String>,
+    /// Whether the cluster's NetworkPolicies exist now (`None`: as before).
+    pub network_policies: Option<bool>,
 }
 
 /// Readiness and rollout state of one StatefulSet.
@@ -328,6 +330,9 @@ pub fn compute(c: &OzoneCluster, obs: &Observed<'_>, now: Time) -> OzoneClusterS
         progress: Some(marker),
         last_progress_time: Some(last_progress),
         decommissioned_pods: obs.decommissioned_pods.clone(),
+        network_policies: obs
+            .network_policies
+            .unwrap_or_else(|| c.status.as_ref().is_some_and(|s| s.network_policies)),
     }
 }
 

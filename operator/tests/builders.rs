@@ -198,6 +198,121 @@ fn production_example_sections() {
     assert!(
         o.config.data.as_ref().unwrap()["ozone.conf"].contains("hdds.block.token.enabled = true")
     );
+    // TLS: the config turns it on, both pods mount the TLS Secret, and the
+    // datanodes advertise the DNS name their certificate carries.
+    let conf = &o.config.data.as_ref().unwrap()["ozone.conf"];
+    assert!(conf.contains("hdds.grpc.tls.enabled = true"), "{conf}");
+    assert!(
+        conf.contains("hdds.grpc.tls.dir = /etc/ozone/tls"),
+        "{conf}"
+    );
+    for sts in [&o.om, &o.datanodes] {
+        let pod = sts.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let vol = pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|v| v.name == "tls")
+            .unwrap();
+        assert_eq!(
+            vol.secret.as_ref().unwrap().secret_name.as_deref(),
+            Some("ozone-prod-tls")
+        );
+        let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m.name == "tls" && m.mount_path == "/etc/ozone/tls")
+        );
+    }
+    let dn_args = dn.template.spec.as_ref().unwrap().containers[0]
+        .args
+        .as_ref()
+        .unwrap()
+        .join(" ");
+    assert!(
+        dn_args.contains("--advertise-host $(POD_NAME).ozone-prod-datanode-headless.storage.svc"),
+        "{dn_args}"
+    );
+    assert!(o.certificate.is_none(), "the operator's own CA by default");
+    // NetworkPolicies: gRPC from own pods, client pods and the operator;
+    // metrics from own pods and the monitoring namespace.
+    assert_eq!(o.network_policies.len(), 2);
+    for (p, grpc, http) in [
+        (&o.network_policies[0], 9862, 9874),
+        (&o.network_policies[1], 9858, 9882),
+    ] {
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.policy_types.as_deref(),
+            Some(&["Ingress".to_string()][..])
+        );
+        let rules = spec.ingress.as_ref().unwrap();
+        let port = |i: usize| rules[i].ports.as_ref().unwrap()[0].port.clone();
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        assert_eq!(port(0), Some(IntOrString::Int(grpc)));
+        assert_eq!(port(1), Some(IntOrString::Int(http)));
+        let from = rules[0].from.as_ref().unwrap();
+        let labels = |i: usize| {
+            from[i]
+                .pod_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .clone()
+                .unwrap()
+        };
+        assert_eq!(labels(0)["app.kubernetes.io/instance"], "ozone-prod");
+        assert!(
+            from[0].namespace_selector.is_none(),
+            "own pods: this namespace"
+        );
+        assert_eq!(labels(1)["ozone-rs.io/client"], "true");
+        assert!(
+            from[1].namespace_selector.is_some(),
+            "clients: any namespace"
+        );
+        assert_eq!(labels(2)["app.kubernetes.io/name"], "ozone-operator");
+        let metrics = rules[1].from.as_ref().unwrap();
+        assert_eq!(metrics.len(), 2);
+        assert_eq!(
+            metrics[1]
+                .namespace_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()["kubernetes.io/metadata.name"],
+            "monitoring"
+        );
+    }
+    // Off: no policies, no TLS pieces.
+    let mut plain = c.clone();
+    plain.spec.security.network_policies.enabled = false;
+    plain.spec.security.tls.enabled = false;
+    let p = build(&plain).unwrap();
+    assert!(p.network_policies.is_empty());
+    assert!(!p.config.data.as_ref().unwrap()["ozone.conf"].contains("hdds.grpc.tls"));
+    // cert-manager: a Certificate for the same Secret and names.
+    let mut cm = c.clone();
+    cm.spec.security.tls.cert_manager = Some(ozone_operator::crd::CertManagerIssuer {
+        issuer_name: "storage-ca".into(),
+        issuer_kind: ozone_operator::crd::IssuerKind::ClusterIssuer,
+    });
+    let cert = build(&cm).unwrap().certificate.unwrap();
+    let spec = &cert.data["spec"];
+    assert_eq!(spec["secretName"], "ozone-prod-tls");
+    assert_eq!(spec["issuerRef"]["kind"], "ClusterIssuer");
+    assert_eq!(spec["duration"], "2160h");
+    assert_eq!(spec["renewBefore"], "720h");
+    assert!(
+        spec["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "*.ozone-prod-datanode-headless.storage.svc")
+    );
     // Pod overrides: merged over the built template, nothing built is lost.
     let t = &o.datanodes.spec.as_ref().unwrap().template;
     let pod = t.spec.as_ref().unwrap();

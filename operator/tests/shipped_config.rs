@@ -40,6 +40,23 @@ fn rendered_cluster_config_is_read_by_every_role() {
         c.spec.security.block_tokens = false;
         let name = c.metadata.name.clone().unwrap();
         let text = ozone_operator::builders::config_text(&c, &name, "storage");
+        // The TLS Secret the pods mount: a real CA and certificate here.
+        let certs = tempfile::tempdir().unwrap();
+        let ca = ozone_common::tls::issue::Ca::new("test", std::time::Duration::from_secs(3600))
+            .unwrap();
+        let leaf = ca
+            .issue(&["om".into()], std::time::Duration::from_secs(3600))
+            .unwrap();
+        ozone_common::tls::issue::write_dir(certs.path(), ca.cert_pem(), Some(&leaf)).unwrap();
+        let text = text.replace(
+            ozone_operator::builders::TLS_MOUNT,
+            &certs.path().display().to_string(),
+        );
+        assert_eq!(
+            text.contains(keys::GRPC_TLS_ENABLED.name),
+            c.spec.security.tls.enabled,
+            "{example}"
+        );
         let conf = Conf::parse(&text, example).unwrap();
         every_role_accepts(example, &conf);
         let client = ozone_client::ClientConfig::from_conf("om:9862", &conf).unwrap();

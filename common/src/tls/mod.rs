@@ -77,6 +77,7 @@ pub enum TlsError {
 pub struct Tls(Arc<Inner>);
 
 struct Inner {
+    /// Empty for a configuration given in memory (never reloaded).
     dir: PathBuf,
     server: bool,
     state: Mutex<State>,
@@ -137,6 +138,29 @@ impl Tls {
         })))
     }
 
+    /// A client trusting the CA certificates in `ca_pem`, without a
+    /// certificate of its own (never reloaded).
+    pub fn client_from_ca_pem(ca_pem: &[u8]) -> Result<Tls, TlsError> {
+        let files = Files {
+            ca: ca_pem.to_vec(),
+            cert: None,
+            key: None,
+        };
+        let (_, client) = build(Path::new("(in memory)"), &files, false)?;
+        Ok(Tls(Arc::new(Inner {
+            dir: PathBuf::new(),
+            server: false,
+            state: Mutex::new(State {
+                files,
+                server: None,
+                client,
+                checked: Instant::now(),
+            }),
+            reloads: AtomicU64::new(0),
+            handshake_failures: AtomicU64::new(0),
+        })))
+    }
+
     /// The certificate directory.
     pub fn dir(&self) -> &Path {
         &self.0.dir
@@ -174,7 +198,7 @@ impl Tls {
     /// every two seconds, at a handshake, keeps every caller consistent.
     fn fresh<T>(&self, pick: impl FnOnce(&State) -> T) -> T {
         let mut st = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.checked.elapsed() >= RECHECK {
+        if !self.0.dir.as_os_str().is_empty() && st.checked.elapsed() >= RECHECK {
             st.checked = Instant::now();
             match Files::read(&self.0.dir) {
                 Ok(files) if files != st.files => match build(&self.0.dir, &files, self.0.server) {

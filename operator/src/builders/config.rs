@@ -49,6 +49,10 @@ pub fn config_text(c: &OzoneCluster, name: &str, ns: &str) -> String {
             &"/etc/ozone/token/secret",
         ));
     }
+    if s.security.tls.enabled {
+        lines.push(line(keys::GRPC_TLS_ENABLED.name, &true));
+        lines.push(line(keys::GRPC_TLS_DIR.name, &super::TLS_MOUNT));
+    }
     if s.short_circuit.enabled {
         lines.push(line(
             keys::DOMAIN_SOCKET_PATH.name,

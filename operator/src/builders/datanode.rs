@@ -100,29 +100,36 @@ pub(crate) fn statefulset(ctx: &Context) -> Result<StatefulSet, BuildError> {
             ..Default::default()
         });
     }
+    let mut dn_args: Vec<String> = [
+        "datanode",
+        "--data-dir",
+        "/data/dn",
+        "--metadata-dir",
+        "/data/meta",
+        "--om",
+        &format!("{}-om.{}.svc:{OM_PORT}", ctx.name, ctx.ns),
+        "--grpc-addr",
+        "0.0.0.0:9858",
+        "--http-addr",
+        "0.0.0.0:9882",
+        "--conf",
+        "/etc/ozone/ozone.conf",
+    ]
+    .map(String::from)
+    .to_vec();
+    if s.security.tls.enabled {
+        // Clients check the datanode's name against its certificate: the
+        // pod's DNS name (a wildcard of the certificate), not its IP.
+        dn_args.extend([
+            "--advertise-host".into(),
+            format!("$(POD_NAME).{}-datanode-headless.{}.svc", ctx.name, ctx.ns),
+        ]);
+    }
     let dn_container = Container {
         name: "datanode".into(),
         image: Some(ctx.image.clone()),
         image_pull_policy: Some(ctx.pull_policy.clone()),
-        args: Some(
-            [
-                "datanode",
-                "--data-dir",
-                "/data/dn",
-                "--metadata-dir",
-                "/data/meta",
-                "--om",
-                &format!("{}-om.{}.svc:{OM_PORT}", ctx.name, ctx.ns),
-                "--grpc-addr",
-                "0.0.0.0:9858",
-                "--http-addr",
-                "0.0.0.0:9882",
-                "--conf",
-                "/etc/ozone/ozone.conf",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ),
+        args: Some(dn_args),
         env: Some(vec![
             env_field("NODE_NAME", "spec.nodeName"),
             env_field("POD_NAME", "metadata.name"),

@@ -6,14 +6,18 @@
 
 pub mod config;
 pub mod datanode;
+pub mod network;
 pub mod om;
 pub mod pod;
 pub mod statefulset;
+pub mod tls;
 pub mod validate;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DynamicObject;
 
 use crate::crd::OzoneCluster;
 use crate::overrides::OverrideError;
@@ -36,6 +40,8 @@ pub const DN_HTTP_PORT: i32 = 9882;
 pub const CONFIG_HASH: &str = "ozone-rs.io/config-hash";
 /// Key of the block-token secret in its Secret.
 pub const TOKEN_KEY: &str = "secret";
+/// Where the OM and datanode pods see the TLS Secret.
+pub const TLS_MOUNT: &str = "/etc/ozone/tls";
 
 /// A resource that cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -63,6 +69,10 @@ pub struct Objects {
     pub om: StatefulSet,
     pub datanodes: StatefulSet,
     pub datanode_pdb: PodDisruptionBudget,
+    /// NetworkPolicies (none unless asked for).
+    pub network_policies: Vec<NetworkPolicy>,
+    /// The cert-manager Certificate (TLS through cert-manager only).
+    pub certificate: Option<DynamicObject>,
 }
 
 impl Objects {
@@ -77,6 +87,13 @@ impl Objects {
             serde_yaml::to_string(&self.datanodes)?,
             serde_yaml::to_string(&self.datanode_pdb)?,
         ];
+        let mut docs = docs.to_vec();
+        for p in &self.network_policies {
+            docs.push(serde_yaml::to_string(p)?);
+        }
+        if let Some(c) = &self.certificate {
+            docs.insert(0, serde_yaml::to_string(c)?);
+        }
         Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
     }
 }
@@ -98,5 +115,7 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         om: om::statefulset(&ctx)?,
         datanodes: datanode::statefulset(&ctx)?,
         datanode_pdb: datanode::disruption_budget(&ctx),
+        network_policies: network::policies(&ctx),
+        certificate: tls::certificate(c)?,
     })
 }

@@ -117,6 +117,22 @@ impl<'a> Context<'a> {
                 ..Default::default()
             });
         }
+        if s.security.tls.enabled {
+            base_mounts.push(VolumeMount {
+                name: "tls".into(),
+                mount_path: super::TLS_MOUNT.into(),
+                read_only: Some(true),
+                ..Default::default()
+            });
+            volumes.push(Volume {
+                name: "tls".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(super::tls::tls_secret_name(&name)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
         Ok(Self {
             c,
             image: format!("{}:{}", s.image.repository, s.image.tag),
