@@ -610,20 +610,7 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
     a.delete_key(KeyPath::new("vol", "bucket", "gone"))
         .await
         .unwrap();
-    let gb = gone.blocks[0].block.unwrap();
-    let files: Vec<PathBuf> = gone.blocks[0]
-        .replicas
-        .iter()
-        .map(|r| block_file(s.cluster(), index_of(s.cluster(), 3, &r.id), &gb))
-        .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while files.iter().any(|f| f.exists()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replicas of a deleted key stayed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    wait_gone(&replica_files(s.cluster(), 3, &gone)).await;
     assert_eq!(get(&a, "k", 100_000).await, want);
 }
 

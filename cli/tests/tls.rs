@@ -236,20 +236,7 @@ async fn tls_refuses_plaintext_and_rotates_under_load() {
     c.delete_key(KeyPath::new("vol", "bucket", "k"))
         .await
         .unwrap();
-    let b = info.blocks[0].block.unwrap();
-    let files: Vec<_> = info.blocks[0]
-        .replicas
-        .iter()
-        .map(|r| block_file(&tc.cluster, index_of(&tc.cluster, 3, &r.id), &b))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while files.iter().any(|f| f.exists()) {
-        assert!(
-            Instant::now() < deadline,
-            "deletions did not reach the datanodes"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_gone(&replica_files(&tc.cluster, 3, &info)).await;
 }
 
 #[test]

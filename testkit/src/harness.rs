@@ -120,6 +120,32 @@ pub async fn stream(c: &Client, name: &str) -> Vec<u8> {
     out
 }
 
+/// The files of every replica of `key`'s first block on a cluster of `n`
+/// datanodes.
+pub fn replica_files(c: &LocalCluster, n: usize, key: &ozone_proto::KeyInfo) -> Vec<PathBuf> {
+    let Some(first) = key.blocks.first() else {
+        return Vec::new();
+    };
+    let b = first.block.expect("a block id");
+    first
+        .replicas
+        .iter()
+        .map(|r| block_file(c, index_of(c, n, &r.id), &b))
+        .collect()
+}
+
+/// Waits up to a minute for `files` to be gone (a deleted key's replicas).
+pub async fn wait_gone(files: &[PathBuf]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while files.iter().any(|f| f.exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replicas of a deleted key stayed: {files:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// Path of datanode `i`'s file for a block.
 pub fn block_file(c: &LocalCluster, i: usize, b: &ozone_proto::BlockId) -> PathBuf {
     c.datanode_dir(i)

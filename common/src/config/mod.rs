@@ -245,37 +245,43 @@ impl Conf {
             .collect()
     }
 
+    /// The path in `path` when the switch `on` is set (an error when it is
+    /// set without a path, saying `missing`).
+    fn path_if_on(
+        &self,
+        on: &Key<bool>,
+        path: &Key<std::path::PathBuf>,
+        missing: &str,
+    ) -> Result<Option<std::path::PathBuf>, ConfigError> {
+        if !self.value(on)? {
+            return Ok(None);
+        }
+        match self.opt(path)? {
+            Some(p) => Ok(Some(p)),
+            None => Err(Self::err(path.name, "", missing)),
+        }
+    }
+
     /// The TLS settings when `hdds.grpc.tls.enabled`: the directory
     /// loaded for a server (certificate and key required) or a client.
     pub fn tls(&self, server: bool) -> Result<Option<crate::tls::Tls>, ConfigError> {
-        if !self.value(&GRPC_TLS_ENABLED)? {
+        let missing = "TLS is enabled but no certificate directory is set";
+        let Some(dir) = self.path_if_on(&GRPC_TLS_ENABLED, &GRPC_TLS_DIR, missing)? else {
             return Ok(None);
-        }
-        let name = GRPC_TLS_DIR.name;
-        let Some(dir) = self.opt(&GRPC_TLS_DIR)? else {
-            return Err(Self::err(
-                name,
-                "",
-                "TLS is enabled but no certificate directory is set",
-            ));
         };
         crate::tls::Tls::load(&dir, server)
             .map(Some)
-            .map_err(|e| Self::err(name, &dir.display().to_string(), e.to_string()))
+            .map_err(|e| Self::err(GRPC_TLS_DIR.name, &dir.display().to_string(), e.to_string()))
     }
 
     /// The block-token secret when block tokens are enabled.
     pub fn block_token_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
-        if !self.value(&BLOCK_TOKEN_ENABLED)? {
-            return Ok(None);
-        }
         let name = BLOCK_TOKEN_SECRET_FILE.name;
-        let Some(path) = self.opt(&BLOCK_TOKEN_SECRET_FILE)? else {
-            return Err(Self::err(
-                name,
-                "",
-                "block tokens are enabled but no secret file is set",
-            ));
+        let missing = "block tokens are enabled but no secret file is set";
+        let Some(path) =
+            self.path_if_on(&BLOCK_TOKEN_ENABLED, &BLOCK_TOKEN_SECRET_FILE, missing)?
+        else {
+            return Ok(None);
         };
         let shown = path.display().to_string();
         let secret = std::fs::read(&path).map_err(|e| Self::err(name, &shown, e.to_string()))?;

@@ -116,6 +116,6 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         datanodes: datanode::statefulset(&ctx)?,
         datanode_pdb: datanode::disruption_budget(&ctx),
         network_policies: network::policies(&ctx),
-        certificate: tls::certificate(c)?,
+        certificate: tls::certificate(&ctx),
     })
 }

@@ -12,7 +12,7 @@ use ozone_common::tls::issue::{Ca, Issued};
 use ozone_common::tls::{CA_FILE, CERT_FILE, KEY_FILE};
 
 use super::BuildError;
-use super::pod::meta;
+use super::pod::{Context, meta};
 use crate::crd::{IssuerKind, OzoneCluster, TlsSpec};
 
 /// Annotation of the TLS Secret: when its certificate expires (Unix seconds).
@@ -161,25 +161,20 @@ pub fn certificate_resource() -> ApiResource {
 
 /// The cert-manager `Certificate` filling the TLS Secret, when the spec
 /// asks for cert-manager.
-pub fn certificate(c: &OzoneCluster) -> Result<Option<DynamicObject>, BuildError> {
+pub(crate) fn certificate(ctx: &Context) -> Option<DynamicObject> {
+    let (c, name, ns) = (ctx.c, &ctx.name, &ctx.ns);
     let tls = &c.spec.security.tls;
     let (true, Some(issuer)) = (tls.enabled, &tls.cert_manager) else {
-        return Ok(None);
+        return None;
     };
-    let name = c.metadata.name.clone().ok_or(BuildError::Missing("name"))?;
-    let ns = c
-        .metadata
-        .namespace
-        .clone()
-        .ok_or(BuildError::Missing("namespace"))?;
     let hours = u64::from(tls.certificate_days.max(1)) * 24;
-    let mut obj = DynamicObject::new(&tls_secret_name(&name), &certificate_resource());
-    obj.metadata = meta(c, tls_secret_name(&name), "tls");
+    let mut obj = DynamicObject::new(&tls_secret_name(name), &certificate_resource());
+    obj.metadata = meta(c, tls_secret_name(name), "tls");
     obj.data = serde_json::json!({
         "spec": {
-            "secretName": tls_secret_name(&name),
+            "secretName": tls_secret_name(name),
             "commonName": format!("{name}-om.{ns}.svc"),
-            "dnsNames": dns_names(&name, &ns),
+            "dnsNames": dns_names(name, ns),
             "duration": format!("{hours}h"),
             "renewBefore": format!("{}h", hours / 3),
             "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
@@ -194,7 +189,7 @@ pub fn certificate(c: &OzoneCluster) -> Result<Option<DynamicObject>, BuildError
             },
         }
     });
-    Ok(Some(obj))
+    Some(obj)
 }
 
 #[cfg(test)]
