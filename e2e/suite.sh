@@ -100,6 +100,8 @@ operator_start() {
   server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
   ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
   token=$(kubectl create token ozone-operator -n "$opns" --duration 2h)
+  # As the chart's projected volume gives it: a token for the OMs' audience.
+  kubectl create token ozone-operator -n "$opns" --duration 2h --audience ozone > "$work/operator.om-token"
   cat > "$work/operator.kubeconfig" <<KC
 apiVersion: v1
 kind: Config
@@ -109,6 +111,7 @@ contexts: [{name: e2e, context: {cluster: e2e, user: sa}}]
 current-context: e2e
 KC
   KUBECONFIG=$work/operator.kubeconfig WATCH_NAMESPACE="" RUST_LOG=info,ozone_operator=debug \
+    OZONE_OPERATOR_IDENTITY="$opns/ozone-operator" OZONE_OPERATOR_OM_TOKEN_FILE="$work/operator.om-token" \
     target/debug/ozone-operator run --http-addr "127.0.0.1:$operator_port" >> "$work/operator.log" 2>&1 &
   operator_pid=$!
   wait_until 60 "the operator's /readyz" curl -sf "http://127.0.0.1:$operator_port/readyz"
@@ -165,12 +168,17 @@ ok
 step "RBAC holds only the verbs the code uses"
 sa=system:serviceaccount:$opns:ozone-operator
 for denied in "update statefulsets" "delete statefulsets" "get configmaps" "list secrets" \
-    "update ozoneclusters" "patch ozoneclusters" "create pods" "create customresourcedefinitions"; do
+    "update ozoneclusters" "delete ozoneclusters" "create pods" "create customresourcedefinitions" \
+    "create tokenreviews.authentication.k8s.io" "bind clusterroles.rbac.authorization.k8s.io/admin" \
+    "delete clusterroles.rbac.authorization.k8s.io"; do
   # shellcheck disable=SC2086
   [ "$(kubectl auth can-i $denied -n $ns --as "$sa" 2>/dev/null)" = no ] || die "the chart grants $denied"
 done
 for allowed in "patch statefulsets" "list pods" "delete pods" "patch ozoneclusters --subresource=status" "create events.events.k8s.io" \
-    "patch secrets" "patch networkpolicies.networking.k8s.io" "delete networkpolicies.networking.k8s.io"; do
+    "patch secrets" "patch networkpolicies.networking.k8s.io" "delete networkpolicies.networking.k8s.io" \
+    "patch ozoneclusters" "patch serviceaccounts" "delete configmaps" "list configmaps" \
+    "create clusterrolebindings.rbac.authorization.k8s.io" "delete clusterrolebindings.rbac.authorization.k8s.io" \
+    "bind clusterroles.rbac.authorization.k8s.io/ozone-operator-tokenreview"; do
   # shellcheck disable=SC2086
   [ "$(kubectl auth can-i $allowed -n $ns --as "$sa" 2>/dev/null)" = yes ] || die "the chart lacks $allowed"
 done
@@ -232,6 +240,14 @@ ok
 step "kubectl apply examples/production.yaml: children, host directories prepared"
 kubectl apply -f examples/production.yaml >/dev/null
 wait_until 60 "the production StatefulSets" jp sts ozone-prod-datanode -n "$ns" -o name
+# Its CA bundle goes to the client namespace hbase too, which does not exist
+# yet: Degraded, saying so, without holding back the pods; then it comes.
+wait_until 60 "Degraded/ApplyFailed for the missing namespace" cond_is ozone-prod Degraded True/ApplyFailed
+msg=$(jp oz ozone-prod -n "$ns" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}')
+grep -q 'ConfigMap hbase/ozone-prod-ca-bundle: namespaces "hbase" not found' <<< "$msg" || die "message: $msg"
+kubectl create namespace hbase >/dev/null
+wait_until 120 "the CA bundle in hbase" jp cm ozone-prod-ca-bundle -n hbase -o name
+wait_until 60 "Degraded cleared" cond_is ozone-prod Degraded False/AsExpected
 init=$(jp sts ozone-prod-datanode -n "$ns" -o jsonpath='{.spec.template.spec.initContainers[0].command}')
 grep -q '"--data-dir","/host-data/storage-ozone-prod"' <<< "$init" || die "init step: $init"
 grep -q '"--socket-dir","/var/lib/ozone/sockets"' <<< "$init" || die "init step: $init"
@@ -550,7 +566,7 @@ jp pvc data-ozone-prod-om-0 -n "$ns" -o name | grep -q . || die "ozone-prod's cl
 ok
 
 # --- 9. Kubernetes identities -------------------------------------------------
-step "the OM knows clients by their ServiceAccount tokens (TokenReview)"
+step "spec.security.authentication: the OM's ServiceAccount and TokenReview binding, CA bundles, a finalizer"
 mkdir -p "$work/security"
 sec=$(cd "$work/security" && pwd)
 for n in tenant-a tenant-b; do kubectl create namespace "$n" >/dev/null; done
@@ -558,28 +574,65 @@ kubectl create sa app -n tenant-a >/dev/null
 kubectl create sa app -n tenant-b >/dev/null
 kubectl create sa gone -n tenant-a >/dev/null
 kubectl create sa admin -n "$opns" >/dev/null
-kubectl create sa ozone-om -n "$opns" >/dev/null
-# The OM's only right on the API server: reviewing tokens.
-kubectl create clusterrole ozone-e2e-tokenreview --verb=create \
-  --resource=tokenreviews.authentication.k8s.io >/dev/null
-kubectl create clusterrolebinding ozone-e2e-tokenreview --clusterrole=ozone-e2e-tokenreview \
-  --serviceaccount="$opns:ozone-om" >/dev/null
+kubectl apply -f - >/dev/null <<Y
+apiVersion: ozone-rs.io/v1alpha1
+kind: OzoneCluster
+metadata: {name: ozone-secure, namespace: $ns}
+spec:
+  replication: ONE
+  datanodes: {replicas: 1}
+  volumeDeletionPolicy: Delete
+  security:
+    blockTokens: true
+    authentication: {enabled: true, administrators: ["$opns/admin"]}
+    tls: {enabled: true, clientNamespaces: [tenant-a, tenant-b]}
+Y
+wait_until 180 "ozone-secure to settle" settled ozone-secure
+binding=ozone-rs:$ns:ozone-secure:tokenreview
+[ "$(jp oz ozone-secure -n "$ns" -o jsonpath='{.metadata.finalizers}')" = '["ozone-rs.io/cleanup"]' ] \
+  || die "finalizer: $(jp oz ozone-secure -n "$ns" -o jsonpath='{.metadata.finalizers}')"
+[ "$(jp sts ozone-secure-om -n "$ns" -o jsonpath='{.spec.template.spec.serviceAccountName}')" = ozone-secure-om ] \
+  || die "the OM pod does not run as ozone-secure-om"
+[ "$(jp sts ozone-secure-datanode -n "$ns" -o jsonpath='{.spec.template.spec.automountServiceAccountToken}')" = false ] \
+  || die "datanodes get an API token"
+[ "$(jp clusterrolebinding "$binding" -o jsonpath='{.roleRef.name} {.subjects[0].namespace}/{.subjects[0].name}')" \
+  = "ozone-operator-tokenreview $ns/ozone-secure-om" ] || die "binding: $(jp clusterrolebinding "$binding" -o yaml)"
+[ "$(kubectl auth can-i create tokenreviews.authentication.k8s.io --as "system:serviceaccount:$ns:ozone-secure-om")" = yes ] \
+  || die "the OM cannot review tokens"
+[ "$(kubectl auth can-i get secrets -n "$ns" --as "system:serviceaccount:$ns:ozone-secure-om")" = no ] \
+  || die "the OM can read Secrets"
+conf=$(jp cm ozone-secure-config -n "$ns" -o jsonpath='{.data.ozone\.conf}')
+grep -qx "ozone.security.enabled = true" <<< "$conf" || die "config: $conf"
+grep -qx "ozone.administrators = $opns/ozone-operator,$opns/admin" <<< "$conf" || die "config: $conf"
+ca=$(jp secret ozone-secure-ca -n "$ns" -o jsonpath='{.data.ca\.crt}' | base64 -d)
+for n in "$ns" tenant-a tenant-b; do
+  [ "$(jp cm ozone-secure-ca-bundle -n "$n" -o jsonpath='{.data.ca\.crt}')" = "$ca" ] || die "no CA bundle in $n"
+  [ "$(jp cm ozone-secure-ca-bundle -n "$n" -o jsonpath='{.data}' | grep -c PRIVATE)" = 0 ] || die "a key in $n's bundle"
+done
+patch_oz ozone-secure '{"spec":{"security":{"tls":{"clientNamespaces":["tenant-a"]}}}}'
+wait_until 60 "tenant-b's bundle removed" bash -c "[ -z \"\$(kubectl get cm ozone-secure-ca-bundle -n tenant-b -o name 2>/dev/null)\" ]"
+jp cm ozone-secure-ca-bundle -n tenant-a -o name | grep -q . || die "tenant-a's bundle went too"
+ok
+
+step "the OM, as its operator-made ServiceAccount, knows clients by their tokens (TokenReview)"
+# The OM runs here (the fake kubelets run no containers), with the
+# ServiceAccount, binding and config the operator made: only TLS is left
+# out (its certificate names the cluster's DNS names, not 127.0.0.1).
 server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
-ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+api_ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
 cat > "$sec/om.kubeconfig" <<KC
 apiVersion: v1
 kind: Config
-clusters: [{name: e2e, cluster: {server: "$server", certificate-authority: "$ca"}}]
-users: [{name: om, user: {token: "$(kubectl create token ozone-om -n "$opns" --duration 1h)"}}]
+clusters: [{name: e2e, cluster: {server: "$server", certificate-authority: "$api_ca"}}]
+users: [{name: om, user: {token: "$(kubectl create token ozone-secure-om -n "$ns" --duration 1h)"}}]
 contexts: [{name: e2e, context: {cluster: e2e, user: om}}]
 current-context: e2e
 KC
-head -c 48 /dev/urandom | base64 > "$sec/secret"
+jp secret ozone-secure-block-token -n "$ns" -o jsonpath='{.data.secret}' | base64 -d > "$sec/secret"
+grep -v '^hdds.grpc.tls' <<< "$conf" | sed "s|/etc/ozone/token/secret|$sec/secret|" > "$sec/ozone.conf"
 om_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-KUBECONFIG=$sec/om.kubeconfig target/debug/ozone om --metadata-dir "$sec/om" \
+KUBECONFIG=$sec/om.kubeconfig target/debug/ozone om --metadata-dir "$sec/om" --conf "$sec/ozone.conf" \
   --grpc-addr "127.0.0.1:$om_port" --http-addr 127.0.0.1:0 --ready-file "$sec/om.ready" \
-  --set ozone.security.enabled=true --set hdds.block.token.enabled=true \
-  --set "hdds.block.token.secret.file=$sec/secret" --set "ozone.administrators=$opns/admin" \
   >> "$work/om.log" 2>&1 &
 om_pid=$!
 om_up() { # ready, or exited: then its log says why
@@ -593,6 +646,7 @@ kubectl create token admin -n "$opns" --audience ozone > "$sec/admin"
 kubectl create token app -n tenant-a > "$sec/api-audience"
 kubectl create token gone -n tenant-a --audience ozone > "$sec/gone"
 kubectl delete sa gone -n tenant-a >/dev/null
+kubectl create token ozone-operator -n "$opns" --audience ozone > "$sec/operator"
 oz() { # token-file args...: ozone as the holder of that token
   local t=$1; shift
   target/debug/ozone --om "127.0.0.1:$om_port" --set "ozone.client.token.file=$sec/$t" "$@"
@@ -603,6 +657,7 @@ refused() { # token-file expected-fragment args...
   grep -qF -- "$want" <<< "$out" || die "$t: ozone $* refused without \"$want\": $out"
 }
 oz admin sh volume create --user tenant-a/app /tenant-a > /dev/null || die "the admin could not create a volume"
+oz operator sh volume create /operator-made > /dev/null || die "the operator's token is not an administrator's"
 oz a sh bucket create /tenant-a/data > /dev/null || die "tenant-a could not create its bucket"
 oz a sh key ls /tenant-a/data > /dev/null || die "tenant-a could not list its bucket"
 [ "$(oz a sh bucket getacl /tenant-a/data | head -1)" = "owner: tenant-a/app" ] || die "bucket owner"
@@ -614,6 +669,12 @@ oz a sh bucket addacl -a user:tenant-b/app:l /tenant-a/data > /dev/null || die "
 oz b sh key ls /tenant-a/data > /dev/null || die "tenant-b could not list once granted"
 kill "$om_pid"; wait "$om_pid" 2>/dev/null || true; om_pid=""
 ok "tokens from kubectl create token, checked by TokenReview"
+
+step "deleting a secure cluster removes its binding and bundles elsewhere, then the finalizer"
+kubectl delete oz ozone-secure -n "$ns" --wait --timeout 120s >/dev/null || die "ozone-secure was not deleted"
+jp clusterrolebinding "$binding" -o name | grep -q . && die "the TokenReview binding outlived its cluster"
+jp cm ozone-secure-ca-bundle -n tenant-a -o name | grep -q . && die "tenant-a's bundle outlived its cluster"
+ok
 
 step "the operator log holds no permission error and no panic"
 if [ "$mode" = host ]; then

@@ -719,3 +719,113 @@ async fn a_sidecar_presents_its_token() {
         .unwrap();
     assert!(e.to_string().contains("token file"), "{e}");
 }
+
+/// Block tokens expire (here after 2 s) while readers stay open (an HBase
+/// region server keeps its store files open for days): a read refused for
+/// an expired token fetches new tokens once and goes on, over gRPC and
+/// short-circuit, and the reader's clones use them too. A writer whose
+/// block outlives its WRITE token moves to a fresh block, excluding no
+/// datanode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_outlive_their_block_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "secret", SECRET);
+    let secret = format!(
+        "hdds.block.token.secret.file={}",
+        dir.path().join("secret").display()
+    );
+    let tc = cluster(
+        3,
+        &[
+            "hdds.block.token.enabled=true",
+            &secret,
+            "hdds.block.token.expiry.time=2s",
+            "ozone.scm.block.size=1MB",
+        ],
+    )
+    .await;
+    let c = &tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    let want = data::bytes(3, 3 << 20);
+    let info = put(&w, "k", &want, 65536).await;
+    assert_eq!(info.blocks.len(), 3, "three blocks of 1 MB");
+    let grpc = client(c, Some("node1"), &["ozone.client.read.short-circuit=false"]);
+    let sc = sc_client(c, "node1", &[]);
+    let path = KeyPath::new("vol", "bucket", "k");
+    let (rg, rs) = (
+        grpc.open_key(path).await.unwrap(),
+        sc.open_key(path).await.unwrap(),
+    );
+    let mut buf = vec![0u8; 4096];
+    rg.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf, want[..4096]);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // The opening token is refused now, as the reader meets it.
+    let first = &info.blocks[1];
+    let dn = &first.replicas[0];
+    let mut raw = DatanodeClient::connect(format!("http://{}", dn.address))
+        .await
+        .unwrap();
+    let e = raw
+        .read_chunk(ReadChunkRequest {
+            block: first.block,
+            offset: 0,
+            len: 10,
+            token: first.token.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(
+        e.message().contains("block token expired"),
+        "{}",
+        e.message()
+    );
+    // gRPC: every block, each past its token's life; a clone too.
+    for (off, len) in [
+        (5000usize, 100_000usize),
+        (1 << 20, 70_000),
+        (2 << 20, 1 << 20),
+    ] {
+        let mut got = vec![0u8; len];
+        rg.read_exact_at(off as u64, &mut got).await.unwrap();
+        assert!(got == want[off..off + len], "gRPC read at {off}");
+        let mut again = vec![0u8; len];
+        rg.clone()
+            .read_exact_at(off as u64, &mut again)
+            .await
+            .unwrap();
+        assert_eq!(got, again);
+    }
+    // Short-circuit: blocks first opened after expiry are opened with the
+    // new token and still read locally.
+    let before = sc.stats();
+    let mut got = vec![0u8; 2 << 20];
+    rs.read_exact_at(1 << 20, &mut got).await.unwrap();
+    assert!(got == want[1 << 20..], "short-circuit read");
+    let after = sc.stats();
+    assert_eq!(
+        after.short_circuit_bytes - before.short_circuit_bytes,
+        2 << 20,
+        "read locally after the renewal"
+    );
+    // A writer (chunks of 64 KiB go out as they fill): half a block, a
+    // pause past the token's life, the rest.
+    let small = client(c, Some("node1"), &["ozone.scm.chunk.size=64KB"]);
+    let mut wr = small
+        .create_key(KeyPath::new("vol", "bucket", "slow"))
+        .await
+        .unwrap();
+    let slow = data::bytes(4, 900_000);
+    wr.write(&slow[..400_000]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    wr.write(&slow[400_000..]).await.unwrap();
+    let done = wr.close().await.unwrap();
+    assert_eq!(done.size, slow.len() as u64);
+    assert!(
+        get(&grpc, "slow", 100_000).await == slow,
+        "the slow writer's key"
+    );
+}

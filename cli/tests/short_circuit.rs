@@ -4,20 +4,10 @@ use ozone_client::prelude::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use ozone_client::Client;
 use ozone_client::DnConn;
 use ozone_testkit::data;
 use ozone_testkit::harness::*;
 use ozone_testkit::local::LocalCluster;
-
-/// A client on `node` reading short-circuit from that node's sockets.
-fn sc_client(c: &LocalCluster, node: &str, conf: &[&str]) -> Client {
-    let dir = LocalCluster::socket_dir_of(c.dir(), node);
-    let mut all: Vec<String> = vec![format!("ozone.domain.socket.path={}", dir.display())];
-    all.extend(conf.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    client(c, Some(node), &refs)
-}
 
 fn socket_of(c: &LocalCluster, i: usize) -> std::path::PathBuf {
     c.socket_dir(i)

@@ -414,7 +414,7 @@ impl KeyAccess for Client {
         if let Some(sc) = &self.inner.sc {
             sc.discover().await;
         }
-        KeyReader::new(self.inner.clone(), key, verify.unwrap_or(self.verify))
+        KeyReader::new(self.inner.clone(), key, verify.unwrap_or(self.verify), path)
     }
 
     async fn create_key(&self, path: KeyPath<'_>) -> Result<KeyWriter> {

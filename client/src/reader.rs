@@ -4,14 +4,16 @@
 //! a failed replica moves the read to the next replica; a mismatch is also
 //! reported to the OM.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use ozone_common::block_key::key_of;
+use ozone_common::block_key::{BlockKey, key_of};
 use ozone_common::checksum::{ChecksumError, Checksummer};
 use ozone_common::integrity::{IntegrityError, verify_piece};
+use ozone_common::names::KeyPath;
 use ozone_proto::*;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -20,6 +22,7 @@ use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::replicas::{Ordered, order_replicas};
 use crate::shortcircuit::ScError;
+use crate::writer::TOKEN_EXPIRED;
 
 /// An open key; each reader has its own verify-checksum switch. Clones
 /// share the client and may differ in that switch.
@@ -29,6 +32,21 @@ pub struct KeyReader {
     key: KeyInfo,
     checksum: Checksummer,
     verify: bool,
+    /// The path the key was opened by (to fetch new block tokens).
+    path: Arc<[String; 3]>,
+    /// Tokens fetched again after the opening ones expired.
+    fresh: Arc<FreshTokens>,
+}
+
+/// Block tokens expire (`hdds.block.token.expiry.time`, 24 h) while readers
+/// stay open for days (an HBase region server keeps its store files open):
+/// a read refused for an expired token looks the key up again and retries
+/// with the new token, which later reads of the reader and its clones use.
+#[derive(Default)]
+struct FreshTokens {
+    /// Whether `by_block` holds anything (reads check this flag only).
+    any: AtomicBool,
+    by_block: Mutex<HashMap<BlockKey, Arc<[u8]>>>,
 }
 
 /// Why one replica could not serve a read.
@@ -41,7 +59,12 @@ enum ReplicaError {
 }
 
 impl KeyReader {
-    pub(crate) fn new(inner: Arc<ClientInner>, key: KeyInfo, verify: bool) -> Result<Self> {
+    pub(crate) fn new(
+        inner: Arc<ClientInner>,
+        key: KeyInfo,
+        verify: bool,
+        path: KeyPath<'_>,
+    ) -> Result<Self> {
         let checksum = if key.blocks.is_empty() {
             Checksummer::new(ChecksumType::None, 1)?
         } else {
@@ -52,7 +75,49 @@ impl KeyReader {
             key,
             checksum,
             verify,
+            path: Arc::new([path.volume.into(), path.bucket.into(), path.key.into()]),
+            fresh: Arc::default(),
         })
+    }
+
+    /// The token fetched again for block `id`, if its first one expired.
+    fn fresh_token(&self, id: &BlockId) -> Option<Arc<[u8]>> {
+        if !self.fresh.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.fresh
+            .by_block
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key_of(id))
+            .cloned()
+    }
+
+    /// Looks the key up again for new block tokens; the one of block `id`,
+    /// if the key still has that block.
+    async fn refresh_tokens(&self, id: &BlockId) -> Result<Option<Arc<[u8]>>> {
+        let [volume, bucket, key] = &*self.path;
+        let info = self
+            .inner
+            .lookup(KeyPath {
+                volume,
+                bucket,
+                key,
+            })
+            .await?;
+        let mut map = self
+            .fresh
+            .by_block
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for b in info.blocks.iter().chain(&info.synced_blocks) {
+            if let Some(bid) = &b.block {
+                map.insert(key_of(bid), Arc::from(b.token.as_slice()));
+            }
+        }
+        self.fresh.any.store(true, Ordering::Release);
+        tracing::info!(volume = %volume, bucket = %bucket, key = %key, "block tokens renewed");
+        Ok(map.get(&key_of(id)).cloned())
     }
 
     /// The key's metadata.
@@ -175,7 +240,8 @@ impl KeyReader {
         self.inner.stats.failovers.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Fills `out` from `len(out)` bytes at `offset` of block `b`.
+    /// Fills `out` from `len(out)` bytes at `offset` of block `b`; once
+    /// more with a new token when the replicas refused an expired one.
     async fn read_block(
         &self,
         b: &KeyBlock,
@@ -187,6 +253,36 @@ impl KeyReader {
             .block
             .as_ref()
             .ok_or_else(|| ClientError::InvalidArgument("key block without id".into()))?;
+        let fresh = self.fresh_token(id);
+        let token = fresh.as_deref().unwrap_or(&b.token);
+        match self
+            .read_block_with(b, id, token, offset, out, verify)
+            .await
+        {
+            Err(ClientError::AllReplicasFailed { errors, .. })
+                if errors.contains(TOKEN_EXPIRED) =>
+            {
+                match self.refresh_tokens(id).await? {
+                    Some(t) => self.read_block_with(b, id, &t, offset, out, verify).await,
+                    None => Err(ClientError::AllReplicasFailed {
+                        block: id.display(),
+                        errors: format!("{errors}; the key no longer has this block"),
+                    }),
+                }
+            }
+            r => r,
+        }
+    }
+
+    async fn read_block_with(
+        &self,
+        b: &KeyBlock,
+        id: &BlockId,
+        token: &[u8],
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<()> {
         let mut errors = Vec::new();
         for dn in self.replicas(b, id).iter() {
             if let Some(sc) = &self.inner.sc
@@ -194,7 +290,7 @@ impl KeyReader {
                     || (self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str())
                         && sc.usable(&dn.id).await))
             {
-                let r = match sc.open(&dn.id, id, &b.token).await {
+                let r = match sc.open(&dn.id, id, token).await {
                     Ok(blk) => sc.read(&blk, offset, out, self.verifying_with(verify)),
                     Err(e) => Err(e),
                 };
@@ -218,10 +314,7 @@ impl KeyReader {
                     }
                 }
             }
-            match self
-                .read_replica(dn, id, &b.token, offset, out, verify)
-                .await
-            {
+            match self.read_replica(dn, id, token, offset, out, verify).await {
                 Ok(()) => {
                     self.account(dn, out.len() as u64);
                     return Ok(());

@@ -48,6 +48,9 @@ struct ReplicaFailure {
     status: tonic::Status,
 }
 
+/// What a datanode says of an expired block token.
+pub(crate) const TOKEN_EXPIRED: &str = "block token expired";
+
 fn fatal(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
@@ -204,6 +207,13 @@ impl KeyWriter {
                 return Err(ClientError::from(f.status.clone()));
             }
             for f in &failures {
+                // An expired WRITE token (a block open longer than
+                // hdds.block.token.expiry.time) is no fault of the
+                // datanode: the fresh block comes with a fresh token.
+                if f.status.message().contains(TOKEN_EXPIRED) {
+                    tracing::info!(key = %self.key_path(), datanode = %f.id, "block token expired: moving to a fresh block");
+                    continue;
+                }
                 tracing::warn!(key = %self.key_path(), datanode = %f.id, "write to datanode failed, excluding it: {}", f.status.message());
                 self.exclude.insert(f.id.clone());
             }

@@ -37,11 +37,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::builders::{self, Objects};
+use crate::builders::{self, Objects, identity as names};
 use crate::crd::OzoneCluster;
 use crate::decommission::{DatanodeAdmin, OmAdmin, OmTls, ScaleDown};
 use crate::metrics::Metrics;
 use crate::status::{self, Observed};
+use crate::unowned;
 
 /// The one field manager of every apply.
 pub const MANAGER: &str = "ozone-operator";
@@ -108,7 +109,15 @@ pub struct Context {
     pub admin: Arc<dyn DatanodeAdmin>,
     /// The CA bundles the OM administration checks TLS OMs against.
     pub om_tls: OmTls,
+    /// What the builders need to know of this operator.
+    pub env: builders::Environment,
+    /// The ClusterRole (only `create tokenreviews`) bound to the OM of each
+    /// cluster with authentication on.
+    pub tokenreview_role: String,
 }
+
+/// The chart's ClusterRole for OMs reviewing tokens, unless told otherwise.
+pub const DEFAULT_TOKENREVIEW_ROLE: &str = "ozone-operator-tokenreview";
 
 impl Context {
     /// A context over `client`.
@@ -125,9 +134,32 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             admin: Arc::new(OmAdmin {
                 tls: om_tls.clone(),
+                credentials: Default::default(),
             }),
             om_tls,
+            env: Default::default(),
+            tokenreview_role: DEFAULT_TOKENREVIEW_ROLE.into(),
         }
+    }
+
+    /// The same context for an operator known as `identity`
+    /// (`namespace/serviceaccount`) presenting the token in `om_token` to
+    /// OMs, binding OMs to `tokenreview_role`.
+    pub fn with_operator(
+        mut self,
+        identity: Option<String>,
+        om_token: Option<std::path::PathBuf>,
+        tokenreview_role: String,
+    ) -> Self {
+        self.env.operator_identity = identity;
+        self.tokenreview_role = tokenreview_role;
+        self.admin = Arc::new(OmAdmin {
+            tls: self.om_tls.clone(),
+            credentials: om_token
+                .map(ozone_common::credentials::Credentials::token_file)
+                .unwrap_or_default(),
+        });
+        self
     }
 
     /// The same context with another datanode administration (tests).
@@ -182,11 +214,16 @@ pub fn backoff(n: u32) -> Duration {
 
 async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Error> {
     tracing::debug!(cluster = %key(c), generation = ?c.metadata.generation, "reconciling");
+    let ns = c.namespace().ok_or(Error::NoNamespace)?;
     if c.meta().deletion_timestamp.is_some() {
-        // Owner references hand everything to the garbage collector.
+        // Owner references hand the rest to the garbage collector.
+        if unowned::has_finalizer(c) {
+            unowned::remove_unowned(c, &ctx.client, &ns, false, &[]).await?;
+            unowned::set_finalizer(c, &ctx.client, &ns, false).await?;
+            tracing::info!(cluster = %key(c), "cleaned up; finalizer removed");
+        }
         return Ok(Action::await_change());
     }
-    let ns = c.namespace().ok_or(Error::NoNamespace)?;
     let name = c.name_any();
     let client = &ctx.client;
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
@@ -211,7 +248,7 @@ async fn reconcile_inner(c: &OzoneCluster, ctx: &Context) -> Result<Action, Erro
         decommissioned: decommissioned.clone(),
         ..Default::default()
     };
-    match builders::build(c) {
+    match builders::build_in(c, &ctx.env) {
         Err(e) => invalid = Some(e.to_string()),
         Ok(_) if paused => {}
         Ok(mut objs) => {
@@ -386,9 +423,11 @@ async fn apply_all(
     }
     let tls_secret = builders::tls::tls_secret_name(&c.name_any());
     let om_address = format!("{}-om.{ns}.svc:{}", c.name_any(), builders::OM_PORT);
+    let mut ca_pem = None;
     if c.spec.security.tls.enabled {
         let r = ensure_tls(c, ctx, ns, objs.certificate.as_ref(), &om_address)
             .await
+            .map(|pem| ca_pem = pem)
             .map_err(|e| match e {
                 Error::Api(e) => api_message(&e),
                 other => other.to_string(),
@@ -402,6 +441,12 @@ async fn apply_all(
     }
     let config = named("ConfigMap", &objs.config);
     prerequisites &= record(config, applied(apply(client, ns, &objs.config).await));
+    for (what, r, needed) in apply_identity(c, ctx, ns, &objs, ca_pem.as_deref()).await {
+        let ok = record(what, r);
+        if needed {
+            prerequisites &= ok;
+        }
+    }
     let had_policies = c.status.as_ref().is_some_and(|s| s.network_policies);
     let mut policies = !objs.network_policies.is_empty();
     for p in &objs.network_policies {
@@ -472,6 +517,89 @@ async fn apply_all(
     );
     out.roll_held = held;
     out.network_policies = Some(policies);
+    out
+}
+
+/// The cluster's identity objects and what reaches beyond its namespace:
+/// the finalizer first (so nothing outlives the cluster), the OM's
+/// ServiceAccount and TokenReview binding, the CA bundles; then what is no
+/// longer asked for goes, and the finalizer with the last of it. Each
+/// outcome says whether the StatefulSets need it (a bundle for a client
+/// namespace that does not exist yet holds back no pod).
+async fn apply_identity(
+    c: &OzoneCluster,
+    ctx: &Context,
+    ns: &str,
+    objs: &Objects,
+    ca_pem: Option<&str>,
+) -> Vec<(String, Result<(), String>, bool)> {
+    let client = &ctx.client;
+    let name = c.name_any();
+    let sec = &c.spec.security;
+    let mut out = Vec::new();
+    let wants = names::needs_finalizer(c);
+    if wants && !unowned::has_finalizer(c) {
+        let r = unowned::set_finalizer(c, client, ns, true).await;
+        let failed = r.is_err();
+        out.push((
+            format!("finalizer {}", names::FINALIZER),
+            r.map_err(|e| api_message(&e)),
+            true,
+        ));
+        if failed {
+            // Nothing unowned is created without the finalizer.
+            return out;
+        }
+    }
+    if let Some(sa) = &objs.om_account {
+        out.push((
+            named("ServiceAccount", sa),
+            applied(apply(client, ns, sa).await),
+            true,
+        ));
+        let binding = names::tokenreview_binding(c, &ctx.tokenreview_role);
+        let r = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .patch(
+                &names::tokenreview_binding_name(ns, &name),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&binding),
+            )
+            .await;
+        out.push((named("ClusterRoleBinding", &binding), applied(r), true));
+    }
+    let mut namespaces = Vec::new();
+    if let (true, Some(pem)) = (sec.tls.enabled, ca_pem) {
+        namespaces.push(ns.to_string());
+        namespaces.extend(sec.tls.client_namespaces.iter().cloned());
+        namespaces.sort();
+        namespaces.dedup();
+        for target in &namespaces {
+            let cm = names::ca_bundle(c, target, pem);
+            out.push((
+                format!("ConfigMap {target}/{}", names::ca_bundle_name(&name)),
+                applied(apply(client, target, &cm).await),
+                false,
+            ));
+        }
+    }
+    if unowned::has_finalizer(c) || wants {
+        let keep: &[String] = if sec.tls.enabled {
+            &sec.tls.client_namespaces
+        } else {
+            &[]
+        };
+        let r = unowned::remove_unowned(c, client, ns, sec.authentication.enabled, keep).await;
+        let clean = r.is_ok();
+        out.push(("cleanup".into(), r.map_err(|e| api_message(&e)), false));
+        if clean && !wants && unowned::has_finalizer(c) {
+            let r = unowned::set_finalizer(c, client, ns, false).await;
+            out.push((
+                format!("finalizer {}", names::FINALIZER),
+                r.map_err(|e| api_message(&e)),
+                false,
+            ));
+        }
+    }
     out
 }
 
@@ -691,7 +819,7 @@ async fn ensure_tls(
     ns: &str,
     certificate: Option<&kube::api::DynamicObject>,
     om_address: &str,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     use builders::tls;
     use ozone_common::tls::issue::Ca;
     let client = &ctx.client;
@@ -745,7 +873,7 @@ async fn ensure_tls(
                 match secrets.create(&pp, &secret).await {
                     Ok(_) => ca,
                     // Created meanwhile: the next reconcile uses that one.
-                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(None),
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -764,7 +892,7 @@ async fn ensure_tls(
         }
         Some(ca.cert_pem().to_string())
     };
-    if let Some(pem) = ca_pem {
+    if let Some(pem) = &ca_pem {
         let t =
             ozone_common::tls::Tls::client_from_ca_pem(pem.as_bytes()).map_err(|e| invalid(&e))?;
         ctx.om_tls
@@ -772,7 +900,7 @@ async fn ensure_tls(
             .unwrap_or_else(|e| e.into_inner())
             .insert(om_address.to_string(), t);
     }
-    Ok(())
+    Ok(ca_pem)
 }
 
 /// Creates the block-token Secret with a random key unless it exists; an

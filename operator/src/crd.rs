@@ -395,16 +395,47 @@ pub enum Replication {
 /// Security.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.authentication) || !self.authentication.enabled || self.blockTokens",
+     "message": "spec.security.authentication needs spec.security.blockTokens: datanodes prove themselves to the OM with the block-token key"}
+]))]
 pub struct SecuritySpec {
     /// OM-signed block tokens checked by datanodes (key kept in a Secret).
     #[serde(default)]
     pub block_tokens: bool,
+    /// Callers known by their pods' ServiceAccount tokens
+    /// (`ozone.security.enabled`).
+    #[serde(default)]
+    pub authentication: AuthenticationSpec,
     /// TLS on every gRPC port of the OM and the datanodes.
     #[serde(default)]
     pub tls: TlsSpec,
     /// NetworkPolicies limiting who reaches the OM and the datanodes.
     #[serde(default)]
     pub network_policies: NetworkPolicySpec,
+}
+
+/// Authenticated calls (`ozone.security.enabled`): every OM call carries a
+/// projected ServiceAccount token for the audience `ozone`, which the OM
+/// checks through the API server's TokenReview (its ServiceAccount
+/// `<name>-om` is bound to the chart's ClusterRole for that). Users are
+/// `namespace/serviceaccount`; the operator's ServiceAccount is an
+/// administrator (it decommissions datanodes).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationSpec {
+    /// Require credentials on every OM call.
+    #[serde(default)]
+    pub enabled: bool,
+    /// More administrators (`namespace/serviceaccount`): create volumes,
+    /// decommission datanodes, read replication status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("items" = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$"}))]
+    pub administrators: Vec<String>,
+    /// Namespaces whose every ServiceAccount is an administrator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("items" = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub administrator_namespaces: Vec<String>,
 }
 
 /// TLS (`hdds.grpc.tls.enabled`). The certificate lives in the Secret
@@ -424,6 +455,12 @@ pub struct TlsSpec {
     /// applies) instead of the operator's own CA (the Secret `<name>-ca`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_manager: Option<CertManagerIssuer>,
+    /// Namespaces of client pods that get the ConfigMap `<name>-ca-bundle`
+    /// (`ca.crt`, the CA clients check the cluster against; no key). The
+    /// cluster's own namespace always has it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("items" = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub client_namespaces: Vec<String>,
 }
 
 fn default_certificate_days() -> u32 {
@@ -436,6 +473,7 @@ impl Default for TlsSpec {
             enabled: false,
             certificate_days: default_certificate_days(),
             cert_manager: None,
+            client_namespaces: Vec::new(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ozone_common::credentials::Credentials;
 use ozone_common::tls::Tls;
 
 use futures::future::BoxFuture;
@@ -45,18 +46,22 @@ pub trait DatanodeAdmin: Send + Sync {
 /// (filled by the controller from the cluster's TLS Secret).
 pub type OmTls = Arc<Mutex<HashMap<String, Tls>>>;
 
-/// The OM over gRPC (over TLS for the addresses in `tls`).
+/// The OM over gRPC (over TLS for the addresses in `tls`), with the
+/// operator's token when it has one.
 #[derive(Debug, Default)]
 pub struct OmAdmin {
     /// TLS settings by OM address.
     pub tls: OmTls,
+    /// The operator's credentials: its projected ServiceAccount token for
+    /// the audience `ozone` (re-read as the kubelet rotates it), an
+    /// administrator of clusters with authentication on.
+    pub credentials: Credentials,
 }
 
+type Om = OzoneManagerClient<ozone_common::credentials::AuthChannel>;
+
 impl OmAdmin {
-    async fn client(
-        &self,
-        om: &str,
-    ) -> Result<OzoneManagerClient<tonic::transport::Channel>, String> {
+    async fn client(&self, om: &str) -> Result<Om, String> {
         let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{om}"))
             .map_err(|e| format!("OM address {om}: {e}"))?
             .connect_timeout(Duration::from_secs(3))
@@ -73,13 +78,13 @@ impl OmAdmin {
             .await
             .map_err(|_| format!("OM at {om} unreachable: no connection within 5 s"))?
             .map_err(|e| format!("OM at {om} unreachable: {e}"))?;
-        Ok(OzoneManagerClient::new(ch))
+        Ok(OzoneManagerClient::new(self.credentials.clone().wrap(ch)))
     }
 
     /// Sets the state; `None` when the OM knows no such datanode.
     async fn set(
         &self,
-        om: &mut OzoneManagerClient<tonic::transport::Channel>,
+        om: &mut Om,
         pod: &str,
         state: OperationalState,
     ) -> Result<Option<i32>, String> {

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod overrides;
 pub mod render;
 pub mod status;
+pub mod unowned;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

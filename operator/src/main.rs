@@ -38,6 +38,20 @@ enum Cmd {
         /// current across chart upgrades, which never touch `crds/`).
         #[arg(long, env = "OZONE_OPERATOR_MANAGE_CRD", default_value_t = true, action = clap::ArgAction::Set)]
         manage_crd: bool,
+        /// The operator's own identity, `namespace/serviceaccount`: made an
+        /// administrator of clusters with authentication on (the chart sets
+        /// it from its pod).
+        #[arg(long, env = "OZONE_OPERATOR_IDENTITY")]
+        identity: Option<String>,
+        /// The token the operator presents to OMs (its projected
+        /// ServiceAccount token for the audience `ozone`; re-read when the
+        /// kubelet rotates it).
+        #[arg(long, env = "OZONE_OPERATOR_OM_TOKEN_FILE")]
+        om_token_file: Option<PathBuf>,
+        /// The ClusterRole (only `create tokenreviews`) the OM of each
+        /// cluster with authentication on is bound to.
+        #[arg(long, env = "OZONE_OPERATOR_TOKENREVIEW_ROLE", default_value = ozone_operator::controller::DEFAULT_TOKENREVIEW_ROLE)]
+        tokenreview_role: String,
     },
     /// Prints the OzoneCluster CustomResourceDefinition.
     #[command(after_help = "Example: ozone-operator crd > crds/ozonecluster.yaml")]
@@ -63,6 +77,10 @@ enum Cmd {
         /// Namespace when the resource names none.
         #[arg(long, default_value = "default")]
         namespace: String,
+        /// The operator's identity (`namespace/serviceaccount`), as `run
+        /// --identity` (an administrator of clusters with authentication on).
+        #[arg(long)]
+        identity: Option<String>,
     },
 }
 
@@ -76,11 +94,28 @@ fn run_main() -> anyhow::Result<()> {
             namespace,
             http_addr,
             manage_crd,
+            identity,
+            om_token_file,
+            tokenreview_role,
         } => {
             ozone_process::logging::init();
             // An empty WATCH_NAMESPACE (the chart's default) means all.
             let namespace = namespace.filter(|n| !n.trim().is_empty());
-            tokio::runtime::Runtime::new()?.block_on(run(namespace, http_addr, manage_crd))?;
+            let identity = identity.filter(|i| !i.trim().is_empty());
+            if let Some(id) = &identity {
+                anyhow::ensure!(
+                    id.split_once('/')
+                        .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !b.contains('/')),
+                    "--identity must be namespace/serviceaccount, not {id:?}"
+                );
+            }
+            let operator = Operator {
+                identity,
+                om_token_file: om_token_file.filter(|p| !p.as_os_str().is_empty()),
+                tokenreview_role,
+            };
+            tokio::runtime::Runtime::new()?
+                .block_on(run(namespace, http_addr, manage_crd, operator))?;
         }
         Cmd::Crd => print!("{}", ozone_operator::crd_yaml()?),
         Cmd::Probe { url, timeout } => {
@@ -94,7 +129,11 @@ fn run_main() -> anyhow::Result<()> {
             println!("{url}: {status}");
             anyhow::ensure!(status.starts_with('2'), "{url} answered {status}");
         }
-        Cmd::Render { file, namespace } => {
+        Cmd::Render {
+            file,
+            namespace,
+            identity,
+        } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let mut c = ozone_operator::render::admit(&text)
@@ -103,17 +142,28 @@ fn run_main() -> anyhow::Result<()> {
             c.metadata
                 .uid
                 .get_or_insert_with(|| "00000000-0000-0000-0000-000000000000".into());
-            let objs = ozone_operator::builders::build(&c)?;
+            let env = ozone_operator::builders::Environment {
+                operator_identity: identity,
+            };
+            let objs = ozone_operator::builders::build_in(&c, &env)?;
             print!("{}", objs.to_yaml()?);
         }
     }
     Ok(())
 }
 
+/// Who the operator is to the OMs it administers.
+struct Operator {
+    identity: Option<String>,
+    om_token_file: Option<PathBuf>,
+    tokenreview_role: String,
+}
+
 async fn run(
     namespace: Option<String>,
     http_addr: SocketAddr,
     manage_crd: bool,
+    operator: Operator,
 ) -> anyhow::Result<()> {
     use ozone_operator::controller::{Context, run};
     let client = kube::Client::try_default()
@@ -139,12 +189,18 @@ async fn run(
     .await
     .with_context(|| format!("binding {http_addr}"))?;
     tracing::info!(%addr, namespace = namespace.as_deref().unwrap_or("*"), "operator starting");
-    run(
-        Arc::new(Context::new(client, metrics)),
-        namespace.as_deref(),
-        ready,
-    )
-    .await;
+    if operator.identity.is_none() {
+        tracing::warn!(
+            "no --identity: clusters with authentication on will not count the operator as \
+             an administrator (scale-down decommissioning fails there)"
+        );
+    }
+    let ctx = Context::new(client, metrics).with_operator(
+        operator.identity,
+        operator.om_token_file,
+        operator.tokenreview_role,
+    );
+    run(Arc::new(ctx), namespace.as_deref(), ready).await;
     Ok(())
 }
 

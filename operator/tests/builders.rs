@@ -3,6 +3,8 @@
 use ozone_operator::builders::{CONFIG_HASH, build};
 use ozone_operator::crd::{OzoneCluster, Replication};
 
+use ozone_operator::builders::identity;
+
 fn load(path: &str) -> OzoneCluster {
     let text =
         std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
@@ -287,11 +289,88 @@ fn production_example_sections() {
             "monitoring"
         );
     }
+    // Authentication: the OM runs as its own ServiceAccount (the only pod
+    // with an API token), the operator and the named admins administer.
+    let conf = &o.config.data.as_ref().unwrap()["ozone.conf"];
+    assert!(conf.contains("ozone.security.enabled = true"), "{conf}");
+    assert!(
+        conf.contains("ozone.administrators = ozone-system/ozone-admin\n"),
+        "{conf}"
+    );
+    assert_eq!(
+        o.om_account.as_ref().unwrap().metadata.name.as_deref(),
+        Some("ozone-prod-om")
+    );
+    let om_pod = o.om.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(
+        om_pod.service_account_name.as_deref(),
+        Some("ozone-prod-om")
+    );
+    assert_eq!(om_pod.automount_service_account_token, Some(true));
+    let dn_pod = o
+        .datanodes
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert_eq!(dn_pod.automount_service_account_token, Some(false));
+    let env = ozone_operator::builders::Environment {
+        operator_identity: Some("ozone-system/ozone-operator".into()),
+    };
+    let with_op = ozone_operator::builders::build_in(&c, &env).unwrap();
+    assert!(
+        with_op.config.data.as_ref().unwrap()["ozone.conf"].contains(
+            "ozone.administrators = ozone-system/ozone-operator,ozone-system/ozone-admin\n"
+        )
+    );
+    let binding = identity::tokenreview_binding(&c, "ozone-operator-tokenreview");
+    assert_eq!(
+        binding.metadata.name.as_deref(),
+        Some("ozone-rs:storage:ozone-prod:tokenreview")
+    );
+    assert!(
+        binding.metadata.owner_references.is_none(),
+        "cluster-scoped: no namespaced owner"
+    );
+    assert_eq!(binding.role_ref.name, "ozone-operator-tokenreview");
+    let subject = &binding.subjects.as_ref().unwrap()[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        ("ozone-prod-om", Some("storage"))
+    );
+    assert!(identity::needs_finalizer(&c));
+    // CA bundles: owned at home, labelled in client namespaces; never a key.
+    let home = identity::ca_bundle(&c, "storage", "PEM");
+    assert!(home.metadata.owner_references.is_some());
+    let away = identity::ca_bundle(&c, "hbase", "PEM");
+    assert!(away.metadata.owner_references.is_none());
+    assert_eq!(
+        away.metadata.labels.as_ref().unwrap()[identity::CLUSTER_LABEL],
+        "storage.ozone-prod"
+    );
+    assert_eq!(
+        away.data.as_ref().unwrap().keys().collect::<Vec<_>>(),
+        ["ca.crt"]
+    );
+    // Authentication needs block tokens (the datanodes' credential).
+    let mut no_tokens = c.clone();
+    no_tokens.spec.security.block_tokens = false;
+    let e = build(&no_tokens).unwrap_err().to_string();
+    assert!(e.contains("spec.security.blockTokens"), "{e}");
     // Off: no policies, no TLS pieces.
     let mut plain = c.clone();
     plain.spec.security.network_policies.enabled = false;
     plain.spec.security.tls.enabled = false;
+    plain.spec.security.authentication.enabled = false;
+    assert!(!identity::needs_finalizer(&plain));
     let p = build(&plain).unwrap();
+    assert!(p.om_account.is_none());
+    let om_pod = p.om.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(om_pod.service_account_name, None);
+    assert_eq!(om_pod.automount_service_account_token, Some(false));
     assert!(p.network_policies.is_empty());
     assert!(!p.config.data.as_ref().unwrap()["ozone.conf"].contains("hdds.grpc.tls"));
     // cert-manager: a Certificate for the same Secret and names.
@@ -488,6 +567,7 @@ fn shipped_files_name_the_image_this_repo_builds() {
     for rel in [
         "examples/production.yaml",
         "examples/workloads/hbase-regionserver.yaml",
+        "examples/workloads/secure-client.yaml",
     ] {
         let text = read(rel);
         for line in text.lines().filter(|l| l.contains("ghcr.io/")) {
@@ -523,4 +603,8 @@ fn cel_rules_of_the_crd_are_evaluated() {
     for f in ["examples/minimal.yaml", "examples/production.yaml"] {
         kube::core::cel::validate_cel(&load(f)).unwrap();
     }
+    let mut secure = load("examples/production.yaml");
+    secure.spec.security.block_tokens = false;
+    let e = format!("{:?}", kube::core::cel::validate_cel(&secure).unwrap_err());
+    assert!(e.contains("needs spec.security.blockTokens"), "{e}");
 }

@@ -39,7 +39,10 @@ fn rendered_cluster_config_is_read_by_every_role() {
         // checked without it here.
         c.spec.security.block_tokens = false;
         let name = c.metadata.name.clone().unwrap();
-        let text = ozone_operator::builders::config_text(&c, &name, "storage");
+        let env = ozone_operator::builders::Environment {
+            operator_identity: Some("ozone-system/ozone-operator".into()),
+        };
+        let text = ozone_operator::builders::config_text(&c, &name, "storage", &env);
         // The TLS Secret the pods mount: a real CA and certificate here.
         let certs = tempfile::tempdir().unwrap();
         let ca = ozone_common::tls::issue::Ca::new("test", std::time::Duration::from_secs(3600))
@@ -73,7 +76,12 @@ fn rendered_cluster_config_is_read_by_every_role() {
 
 /// The policy block of the HBase example (`policy.conf: |`).
 fn hbase_policy() -> String {
-    let text = read("examples/workloads/hbase-regionserver.yaml");
+    policy_of("examples/workloads/hbase-regionserver.yaml")
+}
+
+/// The policy block of a workload example.
+fn policy_of(example: &str) -> String {
+    let text = read(example);
     let doc = text
         .split("\n---\n")
         .find(|d| d.contains("kind: ConfigMap"))
@@ -101,11 +109,63 @@ fn the_hbase_policy_is_read_by_the_sidecar_and_its_client() {
 }
 
 #[test]
+fn the_secure_client_example_names_its_token_and_the_published_ca() {
+    let example = "examples/workloads/secure-client.yaml";
+    let text = read(example);
+    let policy = policy_of(example);
+    // The files exist where the pod mounts them: a real bundle and token.
+    let dir = tempfile::tempdir().unwrap();
+    let ca =
+        ozone_common::tls::issue::Ca::new("test", std::time::Duration::from_secs(3600)).unwrap();
+    ozone_common::tls::issue::write_dir(&dir.path().join("ca"), ca.cert_pem(), None).unwrap();
+    std::fs::write(dir.path().join("token"), "t0ken").unwrap();
+    let local = policy
+        .replace(
+            "/etc/ozone/ca",
+            &dir.path().join("ca").display().to_string(),
+        )
+        .replace(
+            "/var/run/secrets/ozone/token",
+            &dir.path().join("token").display().to_string(),
+        );
+    let conf = Conf::parse(&local, example).unwrap();
+    assert!(conf.unknown().is_empty(), "{:?}", conf.unknown());
+    conf.validate().unwrap();
+    ozone_sidecar::policy::Policy::from_conf(&conf).unwrap();
+    let client = ozone_client::ClientConfig::from_conf("om:9862", &conf).unwrap();
+    assert!(client.tls.is_some());
+    assert!(conf.opt(&keys::CLIENT_TOKEN_FILE).unwrap().is_some());
+    // The pod mounts what the policy names, from what the operator publishes.
+    for want in [
+        "mountPath: /etc/ozone/ca",
+        "mountPath: /var/run/secrets/ozone",
+        "audience: ozone",
+        "name: ozone-prod-ca-bundle",
+        "ozone-rs.io/client: \"true\"",
+    ] {
+        assert!(text.contains(want), "{example} lacks {want}");
+    }
+    let prod: OzoneCluster = serde_yaml::from_str(&read("examples/production.yaml")).unwrap();
+    assert_eq!(
+        ozone_operator::builders::identity::ca_bundle_name(prod.metadata.name.as_deref().unwrap()),
+        "ozone-prod-ca-bundle"
+    );
+    assert!(
+        prod.spec
+            .security
+            .tls
+            .client_namespaces
+            .contains(&"hbase".to_string())
+    );
+}
+
+#[test]
 fn every_key_the_docs_name_is_declared() {
     let mut files = vec![
         "README.md".to_string(),
         "e2e/README.md".into(),
         "examples/workloads/hbase-regionserver.yaml".into(),
+        "examples/workloads/secure-client.yaml".into(),
         "charts/ozone-operator/values.yaml".into(),
     ];
     for e in std::fs::read_dir(format!("{}/../docs", env!("CARGO_MANIFEST_DIR"))).unwrap() {

@@ -73,6 +73,15 @@ pub fn client(c: &LocalCluster, node: Option<&str>, conf: &[&str]) -> Client {
     Client::connect(cfg).unwrap()
 }
 
+/// A client on `node` reading short-circuit from that node's sockets.
+pub fn sc_client(c: &LocalCluster, node: &str, conf: &[&str]) -> Client {
+    let dir = LocalCluster::socket_dir_of(c.dir(), node);
+    let mut all: Vec<String> = vec![format!("ozone.domain.socket.path={}", dir.display())];
+    all.extend(conf.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    client(c, Some(node), &refs)
+}
+
 /// Creates /vol/bucket.
 pub async fn bucket(c: &Client) {
     c.create_volume("vol").await.unwrap();

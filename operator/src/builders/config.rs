@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::pod::meta;
-use super::{BuildError, OM_PORT, TOKEN_KEY};
+use super::{BuildError, Environment, OM_PORT, TOKEN_KEY};
 use crate::crd::{ChecksumKind, OzoneCluster, Replication};
 
-/// The cluster config file (`ozone.conf`) handed to every process.
-pub fn config_text(c: &OzoneCluster, name: &str, ns: &str) -> String {
+/// The cluster config file (`ozone.conf`) handed to every process; `env`
+/// names the operator (an administrator when authentication is on).
+pub fn config_text(c: &OzoneCluster, name: &str, ns: &str, env: &Environment) -> String {
     use ozone_common::config as keys;
     let s = &c.spec;
     let line = |k: &str, v: &dyn std::fmt::Display| format!("{k} = {v}");
@@ -48,6 +49,23 @@ pub fn config_text(c: &OzoneCluster, name: &str, ns: &str) -> String {
             keys::BLOCK_TOKEN_SECRET_FILE.name,
             &"/etc/ozone/token/secret",
         ));
+    }
+    let auth = &s.security.authentication;
+    if auth.enabled {
+        lines.push(line(keys::SECURITY_ENABLED.name, &true));
+        let admins: Vec<&str> = env
+            .operator_identity
+            .as_deref()
+            .into_iter()
+            .chain(auth.administrators.iter().map(String::as_str))
+            .collect();
+        lines.push(line(keys::ADMINISTRATORS.name, &admins.join(",")));
+        if !auth.administrator_namespaces.is_empty() {
+            lines.push(line(
+                keys::ADMINISTRATORS_GROUPS.name,
+                &auth.administrator_namespaces.join(","),
+            ));
+        }
     }
     if s.security.tls.enabled {
         lines.push(line(keys::GRPC_TLS_ENABLED.name, &true));

@@ -174,6 +174,8 @@ pub(crate) fn statefulset(ctx: &Context) -> Result<StatefulSet, BuildError> {
             component: "datanode",
             replicas: s.datanodes.replicas,
             pod: PodSpec {
+                // Datanodes never call the API server.
+                automount_service_account_token: Some(false),
                 init_containers: (!init.is_empty()).then_some(init),
                 containers: vec![dn_container],
                 volumes: Some(dn_volumes),

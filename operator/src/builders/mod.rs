@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod datanode;
+pub mod identity;
 pub mod network;
 pub mod om;
 pub mod pod;
@@ -14,7 +15,7 @@ pub mod tls;
 pub mod validate;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
@@ -42,6 +43,15 @@ pub const CONFIG_HASH: &str = "ozone-rs.io/config-hash";
 pub const TOKEN_KEY: &str = "secret";
 /// Where the OM and datanode pods see the TLS Secret.
 pub const TLS_MOUNT: &str = "/etc/ozone/tls";
+
+/// What the objects depend on besides the resource: facts of the operator
+/// that builds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// The operator's own identity (`namespace/serviceaccount`), made an
+    /// administrator of clusters with authentication on.
+    pub operator_identity: Option<String>,
+}
 
 /// A resource that cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -73,6 +83,8 @@ pub struct Objects {
     pub network_policies: Vec<NetworkPolicy>,
     /// The cert-manager Certificate (TLS through cert-manager only).
     pub certificate: Option<DynamicObject>,
+    /// The OM's ServiceAccount (authentication on only).
+    pub om_account: Option<ServiceAccount>,
 }
 
 impl Objects {
@@ -94,14 +106,23 @@ impl Objects {
         if let Some(c) = &self.certificate {
             docs.insert(0, serde_yaml::to_string(c)?);
         }
+        if let Some(a) = &self.om_account {
+            docs.insert(0, serde_yaml::to_string(a)?);
+        }
         Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
     }
 }
 
-/// Builds every object of the cluster.
+/// Builds every object of the cluster, as an operator without a known
+/// identity would.
 pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
+    build_in(c, &Environment::default())
+}
+
+/// Builds every object of the cluster for the operator described by `env`.
+pub fn build_in(c: &OzoneCluster, env: &Environment) -> Result<Objects, BuildError> {
     validate(c)?;
-    let ctx = pod::Context::new(c)?;
+    let ctx = pod::Context::new(c, env)?;
     Ok(Objects {
         config: ctx.config_map(),
         om_headless: pod::headless(c, format!("{}-om-headless", ctx.name), "om", OM_PORT),
@@ -117,5 +138,6 @@ pub fn build(c: &OzoneCluster) -> Result<Objects, BuildError> {
         datanode_pdb: datanode::disruption_budget(&ctx),
         network_policies: network::policies(&ctx),
         certificate: tls::certificate(&ctx),
+        om_account: identity::om_account(&ctx),
     })
 }

@@ -12,6 +12,7 @@ use super::{BuildError, OM_HTTP_PORT, OM_PORT};
 /// The OM StatefulSet.
 pub(crate) fn statefulset(ctx: &Context) -> Result<StatefulSet, BuildError> {
     let s = &ctx.c.spec;
+    let auth = s.security.authentication.enabled;
     let container = Container {
         name: "om".into(),
         image: Some(ctx.image.clone()),
@@ -56,6 +57,10 @@ pub(crate) fn statefulset(ctx: &Context) -> Result<StatefulSet, BuildError> {
             component: "om",
             replicas: s.om.replicas,
             pod: PodSpec {
+                // With authentication on, the OM's token reviews clients'
+                // tokens; otherwise it has no business with the API server.
+                service_account_name: auth.then(|| super::identity::om_account_name(&ctx.name)),
+                automount_service_account_token: Some(auth),
                 containers: vec![container],
                 volumes: Some(ctx.volumes.clone()),
                 security_context: Some(ctx.pod_security.clone()),

@@ -18,7 +18,7 @@ use kube::Resource;
 use sha2::{Digest, Sha256};
 
 use super::config::{config_text, token_secret_name};
-use super::{BuildError, CONFIG_HASH, RUN_AS};
+use super::{BuildError, CONFIG_HASH, Environment, RUN_AS};
 use crate::crd::{OzoneCluster, VolumeDeletionPolicy};
 
 /// What every builder of a cluster's objects starts from.
@@ -51,7 +51,7 @@ pub(crate) struct Context<'a> {
 
 impl<'a> Context<'a> {
     /// The context of cluster `c` (validated).
-    pub fn new(c: &'a OzoneCluster) -> Result<Self, BuildError> {
+    pub fn new(c: &'a OzoneCluster, env: &Environment) -> Result<Self, BuildError> {
         let name = c.metadata.name.clone().ok_or(BuildError::Missing("name"))?;
         let ns = c
             .metadata
@@ -59,7 +59,7 @@ impl<'a> Context<'a> {
             .clone()
             .ok_or(BuildError::Missing("namespace"))?;
         let s = &c.spec;
-        let conf = config_text(c, &name, &ns);
+        let conf = config_text(c, &name, &ns, env);
         let hash = format!("{:x}", Sha256::digest(conf.as_bytes()));
         let pull_secrets = (!s.image.pull_secrets.is_empty()).then(|| {
             s.image

@@ -45,6 +45,13 @@ pub fn validate(c: &OzoneCluster) -> Result<(), BuildError> {
             ));
         }
     }
+    if s.security.authentication.enabled && !s.security.block_tokens {
+        return Err(BuildError::Invalid(
+            "spec.security.authentication needs spec.security.blockTokens: datanodes prove \
+             themselves to the OM with the block-token key"
+                .into(),
+        ));
+    }
     if let Some(d) = s.progress_deadline_seconds
         && !(10..=86400).contains(&d)
     {
