@@ -94,9 +94,11 @@ struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Only these paths (comma list of grpc, grpc-tls, sc, sidecar,
-    /// passthrough; grpc-tls runs on a second cluster with TLS on).
-    #[arg(long, default_value = "grpc,grpc-tls,sc,sidecar,passthrough")]
+    /// Only these paths (comma list of grpc, grpc-tls, sc, sc-pread,
+    /// sidecar, passthrough; grpc-tls runs on a second cluster with TLS on;
+    /// sc-pread is short-circuit with `ozone.client.read.short-circuit.mmap`
+    /// off).
+    #[arg(long, default_value = "grpc,grpc-tls,sc,sc-pread,sidecar,passthrough")]
     paths: String,
 }
 
@@ -263,7 +265,20 @@ impl Setup {
     /// A client reading short-circuit from `dir` (the node's sockets, or a
     /// sidecar's relay sockets), or over gRPC only.
     fn client_in(&self, bpc: u32, dir: Option<&std::path::Path>) -> anyhow::Result<Client> {
+        self.client_with(bpc, dir, &[])
+    }
+
+    /// [`Setup::client_in`] with `extra` settings.
+    fn client_with(
+        &self,
+        bpc: u32,
+        dir: Option<&std::path::Path>,
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<Client> {
         let mut conf = Conf::new();
+        for (k, v) in extra {
+            conf.set(k, v.to_string());
+        }
         conf.set(
             ozone_common::config::BYTES_PER_CHECKSUM.name,
             bpc.to_string(),
@@ -371,14 +386,147 @@ async fn setup(
     Ok(s)
 }
 
+/// Maps of the block files, for the primitive rows.
+struct Mapped(Vec<(*const u8, usize)>);
+
+// SAFETY: read-only mappings, unmapped only on drop.
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    fn of(files: &[(std::fs::File, u64)]) -> anyhow::Result<Self> {
+        let mut maps = Vec::new();
+        for (f, size) in files {
+            let n = std::num::NonZeroUsize::new(*size as usize).context("empty block file")?;
+            // SAFETY: a read-only shared mapping of a block file the
+            // benchmark wrote and no one changes while it runs.
+            let p = unsafe {
+                nix::sys::mman::mmap(
+                    None,
+                    n,
+                    nix::sys::mman::ProtFlags::PROT_READ,
+                    nix::sys::mman::MapFlags::MAP_SHARED,
+                    f,
+                    0,
+                )?
+            };
+            maps.push((p.as_ptr() as *const u8, *size as usize));
+        }
+        Ok(Self(maps))
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        for (p, n) in &self.0 {
+            // SAFETY: unmapping what `of` mapped; nothing reads it after.
+            unsafe {
+                let _ = nix::sys::mman::munmap(
+                    std::ptr::NonNull::new_unchecked(*p as *mut std::ffi::c_void),
+                    *n,
+                );
+            }
+        }
+    }
+}
+
+/// Reads as the raw rounds do, as copies out of the mappings; with `crc`,
+/// CRC32C over the covering 4 KiB windows first.
+fn mapped_round(maps: &Mapped, a: &Args, secs: f64, crc: bool) -> f64 {
+    use ozone_common::checksum::Checksummer;
+    const WIN: usize = 4 << 10;
+    let ck = Checksummer::new(ozone_proto::ChecksumType::Crc32c, WIN as u32).expect("crc");
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    let len = a.read_kib << 10;
+    std::thread::scope(|s| {
+        for _ in 0..a.threads {
+            s.spawn(|| {
+                let mut rng = rand::rng();
+                let mut out = vec![0u8; len];
+                let mut n = 0u64;
+                let mut acc = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let (p, size) = maps.0[rng.random_range(0..maps.0.len())];
+                    // SAFETY: `p` maps `size` readable bytes until drop.
+                    let map = unsafe { std::slice::from_raw_parts(p, size) };
+                    let off = rng.random_range(0..size - len);
+                    if crc {
+                        let ws = off / WIN * WIN;
+                        let we = ((off + len).div_ceil(WIN) * WIN).min(size);
+                        for w in map[ws..we].chunks(WIN) {
+                            acc ^= ck.checksum(w);
+                        }
+                    }
+                    out.copy_from_slice(&map[off..off + len]);
+                    n += 1;
+                }
+                std::hint::black_box(acc);
+                ops.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+    });
+    ops.load(Ordering::Relaxed) as f64 / secs
+}
+
+/// The short-circuit targets, from the rows of one run: each ratio is of
+/// two rows measured beside their own raw rounds.
+fn targets(rows: &[Row]) -> Vec<(String, f64, &'static str)> {
+    let ratio = |path: &str, bpc: Option<u32>, verify: bool| {
+        rows.iter()
+            .find(|r| r.path == path && r.verify == verify && bpc.is_none_or(|b| r.bpc == b))
+            .map(|r| r.ops / r.raw_ops)
+    };
+    let mut out = Vec::new();
+    let prim = ratio("mmap-crc", None, true);
+    for r in rows.iter().filter(|r| r.path == "sc") {
+        let size = row_name("", r.bpc, r.verify);
+        let size = size.split(", ").nth(1).unwrap_or_default().to_string();
+        let own = r.ops / r.raw_ops;
+        if r.verify {
+            if let Some(p) = prim {
+                out.push((
+                    format!("short-circuit verify on, {size}: ratio over mmap CRC32C + copy"),
+                    own / p,
+                    ">= 0.95",
+                ));
+            }
+        } else {
+            out.push((
+                format!("short-circuit verify off, {size}: ratio to raw pread"),
+                own,
+                ">= 1.10",
+            ));
+        }
+    }
+    for verify in [true, false] {
+        if let (Some(pt), Some(sc)) = (
+            ratio("passthrough", Some(16 << 10), verify),
+            ratio("sc", Some(16 << 10), verify),
+        ) {
+            out.push((
+                format!(
+                    "pass-through minus short-circuit, 16 KiB, verify {}",
+                    if verify { "on" } else { "off" }
+                ),
+                pt - sc,
+                ">= -0.05",
+            ));
+        }
+    }
+    out
+}
+
 /// The name of a row.
 fn row_name(path: &str, bpc: u32, verify: bool) -> String {
     format!(
         "{}, {} bytes per checksum, verify {}",
         match path {
-            "sc" => "short-circuit",
+            "sc" => "short-circuit (mapped)",
+            "sc-pread" => "short-circuit (pread)",
             "sidecar" => "through the sidecar",
-            "passthrough" => "sidecar pass-through",
+            "passthrough" => "sidecar pass-through (mapped)",
             "grpc-tls" => "gRPC with TLS",
             _ => "gRPC",
         },
@@ -472,7 +620,37 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         disk_reads_kib: disk,
     });
 
-    for path in ["grpc", "sc", "sidecar", "passthrough"] {
+    // The limit of a verified short-circuit read on this CPU: the same
+    // reads as copies out of mappings of the block files, with and without
+    // CRC32C of the covering 4 KiB windows (the datanode's fine checksums).
+    let maps = Mapped::of(raw_files)?;
+    for crc in [false, true] {
+        let mut r = Vec::new();
+        let mut raw_r = Vec::new();
+        mapped_round(&maps, &a, a.seconds.min(1.0), crc);
+        for _ in 0..a.rounds {
+            warm(all_files);
+            raw_r.push(raw_round(raw_files, &a, a.seconds));
+            warm(all_files);
+            r.push(mapped_round(&maps, &a, a.seconds, crc));
+        }
+        rows.push(Row {
+            raw_ops: median(raw_r),
+            name: if crc {
+                "mmap CRC32C + copy of the block files (primitive)".into()
+            } else {
+                "mmap copy of the block files (primitive)".into()
+            },
+            path: if crc { "mmap-crc" } else { "mmap" },
+            bpc: 0,
+            verify: crc,
+            ops: median(r),
+            disk_reads_kib: 0,
+        });
+    }
+    drop(maps);
+
+    for path in ["grpc", "sc", "sc-pread", "sidecar", "passthrough"] {
         if !a.paths.split(',').any(|p| p == path) {
             continue;
         }
@@ -484,6 +662,11 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             for verify in [true, false] {
                 let c = match path {
                     "passthrough" => s.client_in(*bpc, relay.as_deref())?,
+                    "sc-pread" => s.client_with(
+                        *bpc,
+                        Some(&s.sockets),
+                        &[(ozone_common::config::SHORT_CIRCUIT_MMAP.name, "false")],
+                    )?,
                     _ => s.client(*bpc, path == "sc")?,
                 }
                 .with_verify_checksum(verify);
@@ -496,7 +679,15 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                     measure(&c, bucket, verify, &a, files).await?
                 };
                 let s = c.stats();
-                if (path == "sc" || path == "passthrough") && s.short_circuit_fallbacks > 0 {
+                let mapped = matches!(path, "sc" | "passthrough");
+                if (mapped || path == "sc-pread") && (s.short_circuit_mapped_bytes > 0) != mapped {
+                    bail!(
+                        "{path}: {} of {} short-circuit bytes came from mappings",
+                        s.short_circuit_mapped_bytes,
+                        s.short_circuit_bytes
+                    );
+                }
+                if (mapped || path == "sc-pread") && s.short_circuit_fallbacks > 0 {
                     eprintln!(
                         "warning: {} short-circuit fallbacks: {:?}",
                         s.short_circuit_fallbacks,
@@ -545,8 +736,18 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             }
         );
     }
+    let targets = targets(&rows);
+    if !targets.is_empty() {
+        println!("\n| target | measured | wanted |\n|---|---:|---:|");
+        for (what, got, want) in &targets {
+            println!("| {what} | {got:.3} | {want} |");
+        }
+    }
     if let Some(p) = &a.json {
         let json = serde_json::json!({
+            "targets": targets.iter().map(|(what, got, want)| serde_json::json!({
+                "target": what, "measured": got, "wanted": want,
+            })).collect::<Vec<_>>(),
             "read_kib": a.read_kib,
             "threads": a.threads,
             "keys": a.keys,

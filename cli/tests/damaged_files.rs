@@ -1,8 +1,9 @@
 //! Block files damaged under long-lived readers: truncated and restored in
 //! a loop while a direct short-circuit client and a sidecar keep reading.
-//! Reads fail over to another replica and stay bit-exact; nobody crashes
-//! (block files are read with `pread`, never mapped, so a truncated file
-//! gives an error, not a SIGBUS).
+//! Reads fail over to another replica and stay bit-exact; nobody crashes:
+//! block files are read from mappings, and a page that faults (SIGBUS) makes
+//! the read fail over instead of killing the reader. Run with mappings
+//! (verification on and off) and with `pread`.
 
 use ozone_client::prelude::*;
 use std::sync::Arc;
@@ -40,6 +41,19 @@ fn keep_reading<R: KeyRead + 'static>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
+    truncations_under_readers(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncations_under_pread_readers() {
+    truncations_under_readers(false).await;
+}
+
+/// Long-lived readers (direct with verification on and off, a sidecar with
+/// it off) while node1's replicas are truncated and restored in a loop;
+/// `mmap`: short-circuit reads from mappings, else `pread`.
+async fn truncations_under_readers(mmap: bool) {
+    let mmap_key = format!("ozone.client.read.short-circuit.mmap={mmap}");
     let mut tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
     let w = client(&tc.cluster, Some("node1"), &[]);
     w.create_volume("vol").await.unwrap();
@@ -60,7 +74,14 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
         .collect();
     let sidecar = tc
         .cluster
-        .start_sidecar("node1", "long", &["ozone.client.verify.checksum = false"])
+        .start_sidecar(
+            "node1",
+            "long",
+            &[
+                "ozone.client.verify.checksum = false",
+                &format!("ozone.client.read.short-circuit.mmap = {mmap}"),
+            ],
+        )
         .await
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -73,7 +94,11 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
             "ozone.domain.socket.path={}",
             tc.cluster.socket_dir(0).display()
         );
-        let direct = client(&tc.cluster, Some("node1"), &[sockets.as_str()]);
+        let direct = client(
+            &tc.cluster,
+            Some("node1"),
+            &[sockets.as_str(), mmap_key.as_str()],
+        );
         let r = direct
             .with_verify_checksum(verify)
             .open_key(KeyPath::new("vol", "bucket", "k"))
@@ -128,6 +153,23 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
         .map(|c| c.stats().short_circuit_bytes)
         .sum();
     assert!(sc > 0, "the direct readers read short-circuit");
+    let mapped: u64 = direct_stats
+        .iter()
+        .map(|c| c.stats().short_circuit_mapped_bytes)
+        .sum();
+    assert_eq!(mapped > 0, mmap, "mapped reads: {mapped} bytes");
+    // With mappings, reads did meet truncated pages (SIGBUS, survived).
+    let faulted: u64 = direct_stats
+        .iter()
+        .flat_map(|c| c.short_circuit_fallbacks())
+        .filter(|(why, _)| *why == "truncated")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        faulted > 0,
+        mmap,
+        "reads that faulted and fell back: {faulted}"
+    );
     // The sidecar process is alive and still serves.
     let app = SidecarClient::unix(&sidecar.socket).unwrap();
     let r = app
@@ -137,7 +179,9 @@ async fn truncating_block_files_under_long_lived_readers_never_crashes_them() {
     let mut buf = vec![0u8; 1000];
     r.read_exact_at(5, &mut buf).await.unwrap();
     assert!(buf == want[5..1005]);
-    eprintln!("{n} reads bit-exact across {cuts} truncations");
+    eprintln!(
+        "mmap {mmap}: {n} reads bit-exact across {cuts} truncations, {faulted} faulted and fell back"
+    );
     tc.cluster.stop_sidecar("long").await;
 }
 

@@ -47,11 +47,14 @@ fn short_circuit_reads_do_not_allocate() {
         let c = &tc.cluster;
         let dir = LocalCluster::socket_dir_of(c.dir(), "node1");
         let sockets = format!("ozone.domain.socket.path={}", dir.display());
-        let w = client(c, Some("node1"), &[&sockets]);
-        bucket(&w).await;
+        let writer = client(c, Some("node1"), &[&sockets]);
+        bucket(&writer).await;
         let want = data::bytes(5, 4 << 20);
-        put(&w, "k", &want, 1 << 20).await;
-        for verify in [false, true] {
+        put(&writer, "k", &want, 1 << 20).await;
+        // Mapped reads and pread, each with verification off and on.
+        for (mmap, verify) in [(true, false), (true, true), (false, false), (false, true)] {
+            let key = format!("ozone.client.read.short-circuit.mmap={mmap}");
+            let w = client(c, Some("node1"), &[&sockets, &key]);
             let r = w
                 .with_verify_checksum(verify)
                 .open_key(KeyPath::new("vol", "bucket", "k"))
@@ -65,7 +68,7 @@ fn short_circuit_reads_do_not_allocate() {
             for &o in &offsets {
                 r.read_exact_at(o, &mut buf).await.unwrap();
             }
-            let before = w.stats().short_circuit_bytes;
+            let before = w.stats();
             ALLOCS.store(0, Ordering::Relaxed);
             COUNTING.store(true, Ordering::Relaxed);
             for &o in &offsets {
@@ -73,14 +76,23 @@ fn short_circuit_reads_do_not_allocate() {
             }
             COUNTING.store(false, Ordering::Relaxed);
             let n = ALLOCS.load(Ordering::Relaxed);
+            let after = w.stats();
             assert_eq!(
-                w.stats().short_circuit_bytes - before,
+                after.short_circuit_bytes - before.short_circuit_bytes,
                 1000 * 65_536,
                 "all reads short-circuit"
             );
+            assert_eq!(
+                after.short_circuit_mapped_bytes - before.short_circuit_mapped_bytes,
+                if mmap { 1000 * 65_536 } else { 0 },
+                "mapped: {mmap}"
+            );
             let o = *offsets.last().unwrap() as usize;
             assert_eq!(buf, want[o..o + 65_536]);
-            assert_eq!(n, 0, "{n} heap allocations in 1000 reads (verify {verify})");
+            assert_eq!(
+                n, 0,
+                "{n} heap allocations in 1000 reads (mmap {mmap}, verify {verify})"
+            );
         }
         tc.cluster.stop().await;
     });

@@ -71,6 +71,7 @@ fn short_circuit(
         backoff: conf.value(&keys::SHORT_CIRCUIT_BACKOFF)?,
         cache_size: conf.value(&keys::SHORT_CIRCUIT_CACHE_SIZE)? as usize,
         cache_expiry: conf.value(&keys::SHORT_CIRCUIT_CACHE_EXPIRY)?,
+        mmap: conf.value(&keys::SHORT_CIRCUIT_MMAP)?,
     }))
 }
 

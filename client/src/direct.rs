@@ -130,6 +130,7 @@ impl Client {
         if let Some(sc) = &self.inner.sc {
             let c = &sc.stats;
             snap.short_circuit_bytes = c.bytes.load(Ordering::Relaxed);
+            snap.short_circuit_mapped_bytes = c.mapped_bytes.load(Ordering::Relaxed);
             snap.short_circuit_opens = c.opens.load(Ordering::Relaxed);
             snap.fd_cache_hits = c.cache_hits.load(Ordering::Relaxed);
             snap.fd_cache_misses = c.cache_misses.load(Ordering::Relaxed);

@@ -28,6 +28,9 @@ pub struct ReadStatsSnapshot {
     pub checksummed_bytes: u64,
     /// Bytes read through short-circuit (also counted in `local_bytes`).
     pub short_circuit_bytes: u64,
+    /// Of those, bytes copied out of a mapping of the block file (the rest
+    /// were read with `pread`).
+    pub short_circuit_mapped_bytes: u64,
     /// Block descriptors obtained over the socket.
     pub short_circuit_opens: u64,
     /// Short-circuit reads served by a cached descriptor.

@@ -39,6 +39,12 @@ pub enum ScError {
     Invalidated,
     #[error("reading the block file: {0}")]
     Io(std::io::Error),
+    /// A read of the block's mapping faulted (the file was truncated, or
+    /// the disk failed to read a page).
+    #[error(
+        "the block file is shorter than its metadata, or unreadable (a read of its mapping faulted)"
+    )]
+    Truncated,
     #[error("{0}")]
     Checksum(#[from] ozone_common::checksum::ChecksumError),
 }
@@ -65,6 +71,7 @@ impl ScError {
             },
             ScError::Invalidated => "invalidated",
             ScError::Io(_) => "io",
+            ScError::Truncated => "truncated",
             ScError::Checksum(_) => "checksum",
         }
     }

@@ -12,13 +12,14 @@
 
 pub(crate) mod cache;
 pub mod conn;
+pub(crate) mod mapped;
 pub(crate) mod pread;
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ pub struct ScConfig {
     pub cache_size: usize,
     /// A cached descriptor older than this is reopened.
     pub cache_expiry: Duration,
+    /// Read from a mapping of the block file (else `pread`).
+    pub mmap: bool,
 }
 
 /// Short-circuit counters.
@@ -46,6 +49,8 @@ pub struct ScConfig {
 pub struct ScStats {
     /// Bytes read through short-circuit.
     pub bytes: AtomicU64,
+    /// Of those, bytes copied out of a mapping.
+    pub mapped_bytes: AtomicU64,
     /// Block descriptors obtained from a datanode.
     pub opens: AtomicU64,
     /// Reads served from a cached descriptor.
@@ -68,6 +73,10 @@ pub struct ScBlock {
     file: File,
     sums: BlockChecksums,
     opened: Instant,
+    /// The file mapped, when mapped reads are on (see [`mapped`]).
+    map: Option<mapped::Mapping>,
+    /// A read of the mapping faulted: it holds zero pages now.
+    poisoned: AtomicBool,
 }
 
 impl ScBlock {
@@ -316,6 +325,9 @@ impl ShortCircuit {
             ))
         })?;
         let sums = sums.fine.unwrap_or(sums.coarse);
+        let map = (self.cfg.mmap && mapped::install())
+            .then(|| mapped::Mapping::new(&file, sums.size()))
+            .flatten();
         let b = Arc::new(ScBlock {
             conn,
             slot,
@@ -323,18 +335,21 @@ impl ShortCircuit {
             file,
             sums,
             opened: Instant::now(),
+            map,
+            poisoned: AtomicBool::new(false),
         });
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         self.insert(key, b.clone());
         Ok(b)
     }
 
-    /// Reads `out.len()` bytes at `offset` of an open block with `pread`,
-    /// verifying when asked (one `preadv` of the covering windows, checked
-    /// where they land: see [`pread::read_verified`]). Block files are
-    /// never mapped: a file truncated under a reader (by hand, by a failing
-    /// disk) must give an error and a fallback, not a SIGBUS. Data is
-    /// returned only if the block is still valid after the read.
+    /// Reads `out.len()` bytes at `offset` of an open block, verifying when
+    /// asked: from the block's mapping (the covering windows checked in
+    /// place, the bytes copied once; see [`mapped`] for why a file
+    /// truncated under the reader is an error, not a SIGBUS), or with
+    /// `pread` (one `preadv` of the covering windows, checked where they
+    /// land: see [`pread::read_verified`]). Data is returned only if the
+    /// block is still valid after the read.
     pub fn read(
         &self,
         b: &ScBlock,
@@ -354,11 +369,32 @@ impl ShortCircuit {
             });
         };
         let verify = verify && b.sums.verifies();
-        if verify {
-            let n = pread::read_verified(&b.file, &b.sums, windows, offset, out)?;
-            self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
-        } else {
-            b.file.read_exact_at(out, offset).map_err(ScError::Io)?;
+        match b
+            .map
+            .as_ref()
+            .filter(|_| !b.poisoned.load(Ordering::Acquire))
+        {
+            Some(map) => {
+                let r = mapped_read(map, &b.file, &b.sums, windows, offset, out, verify);
+                if let Err(ScError::Truncated) = r {
+                    // Zero pages replaced the faulting ones: never again.
+                    b.poisoned.store(true, Ordering::Release);
+                    self.remove(ozone_common::block_key::key_of(&b.id));
+                }
+                if r? {
+                    self.stats
+                        .checksummed_bytes
+                        .fetch_add(windows.len(), Ordering::Relaxed);
+                }
+                self.stats
+                    .mapped_bytes
+                    .fetch_add(out.len() as u64, Ordering::Relaxed);
+            }
+            None if verify => {
+                let n = pread::read_verified(&b.file, &b.sums, windows, offset, out)?;
+                self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
+            }
+            None => b.file.read_exact_at(out, offset).map_err(ScError::Io)?,
         }
         if !b.valid() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
@@ -375,4 +411,43 @@ impl ShortCircuit {
     pub fn cached_blocks(&self) -> usize {
         self.cache.read().expect("lock").len()
     }
+}
+
+/// Copies `out.len()` bytes at `offset` out of `map` and, when `verify`,
+/// checks the covering windows `w` (the requested bytes as copied, the rest
+/// of the end windows in the mapping). Without verification, the file's size
+/// is checked after the copy: a truncation that left part of a page reads
+/// as zeros without a fault. Returns whether it verified.
+fn mapped_read(
+    map: &mapped::Mapping,
+    file: &File,
+    sums: &BlockChecksums,
+    w: ozone_common::integrity::Windows,
+    offset: u64,
+    out: &mut [u8],
+    verify: bool,
+) -> Result<bool, ScError> {
+    let (o, len) = (offset as usize, out.len());
+    let (ws, we) = (w.start as usize, w.end as usize);
+    let checked = map
+        .read_guarded(|s| {
+            out.copy_from_slice(&s[o..o + len]);
+            if verify {
+                sums.verify_pieces(&w, &[&s[ws..o], &*out, &s[o + len..we]])
+                    .map(|()| true)
+            } else {
+                Ok(false)
+            }
+        })
+        .map_err(|mapped::MappedError::Fault| ScError::Truncated)??;
+    if !checked {
+        let size = file.metadata().map_err(ScError::Io)?.len();
+        if size < offset + len as u64 {
+            return Err(ScError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "block file is shorter than its metadata",
+            )));
+        }
+    }
+    Ok(checked)
 }

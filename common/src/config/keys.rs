@@ -154,6 +154,8 @@ keys! {
     SHORT_CIRCUIT_BACKOFF: Duration = "ozone.client.read.short-circuit.backoff", Some("10s"), [Client, Sidecar];
     /// Block descriptors a client keeps open.
     SHORT_CIRCUIT_CACHE_SIZE: u64 = "ozone.client.read.short-circuit.cache.size", Some("1024"), [Client, Sidecar];
+    /// Short-circuit reads from a mapping of the block file (a SIGBUS handler turns a file truncated under the reader into a failed read); false reads with `pread`, for hosts whose own SIGBUS handler does not chain.
+    SHORT_CIRCUIT_MMAP: bool = "ozone.client.read.short-circuit.mmap", Some("true"), [Client, Sidecar];
     /// How long an unused block descriptor stays open.
     SHORT_CIRCUIT_CACHE_EXPIRY: Duration = "ozone.client.read.short-circuit.cache.expiry", Some("10m"), [Client, Sidecar];
     /// The node's short-circuit socket directory (a hostPath shared by the node's pods); unset turns short-circuit off.
