@@ -27,13 +27,14 @@ use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
-use std::sync::atomic::{Ordering, compiler_fence};
+use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
 
 use nix::libc::{self, c_int, c_void, siginfo_t};
 
 thread_local! {
-    /// The mapping the thread is reading: `[start, end)`; `(0, 0)` when none.
-    static GUARD: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The mapping the thread is reading: `[start, end)` and the address of
+    /// its `damaged` flag; `(0, 0, 0)` when none.
+    static GUARD: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
     /// Set by the handler when a read of the guarded range faulted.
     static FAULTED: Cell<bool> = const { Cell::new(false) };
 }
@@ -126,8 +127,15 @@ extern "C" fn on_sigbus(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     };
     // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let (start, end) = GUARD.with(Cell::get);
+    let (start, end, damaged) = GUARD.with(Cell::get);
     if start <= addr && addr < end {
+        // First the mapping's flag (an atomic store), then the zero page:
+        // another thread that reads the zero page finds the flag set when
+        // it checks after its copy (the page-table change is ordered after
+        // the store).
+        // SAFETY: `damaged` is the address of the `AtomicBool` of the
+        // mapping being read, which outlives the guarded read.
+        unsafe { (*(damaged as *const AtomicBool)).store(true, Ordering::SeqCst) };
         let page = addr & !(inst.page - 1);
         // SAFETY: `page` is page-aligned and inside our mapping (start is
         // page-aligned, mmap returns such addresses), see above.
@@ -179,6 +187,9 @@ fn default_action(sig: c_int) {
 pub struct Mapping {
     ptr: *const u8,
     len: usize,
+    /// A read faulted: zero pages replaced some of the file's; set by the
+    /// handler, so every reader of the mapping sees it.
+    damaged: AtomicBool,
 }
 
 // SAFETY: the mapping is read-only and unmapped only on drop; threads read
@@ -213,18 +224,29 @@ impl Mapping {
         (ptr != libc::MAP_FAILED).then_some(Self {
             ptr: ptr as *const u8,
             len,
+            damaged: AtomicBool::new(false),
         })
     }
 
+    /// Whether a read of the mapping faulted (it holds zero pages).
+    pub fn damaged(&self) -> bool {
+        self.damaged.load(Ordering::SeqCst)
+    }
+
     /// Runs `f` over the mapped bytes with the fault guard on; a fault
-    /// anywhere in the mapping while `f` runs makes it `Fault` (and the
-    /// mapping must not be read again: it holds zero pages now).
+    /// anywhere in the mapping, by this read or another thread's, before
+    /// `f` ends makes it `Fault` (the mapping holds zero pages: it is not
+    /// read again).
     ///
     /// `f` must only read the slice (copy, checksum): it sees the file's
     /// bytes as they are at each access.
     pub fn read_guarded<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, MappedError> {
+        if self.damaged() {
+            return Err(MappedError::Fault);
+        }
         let start = self.ptr as usize;
-        GUARD.with(|g| g.set((start, start + self.len)));
+        let flag = &self.damaged as *const AtomicBool as usize;
+        GUARD.with(|g| g.set((start, start + self.len, flag)));
         FAULTED.with(|x| x.set(false));
         // The handler runs on this thread: keep the compiler from moving
         // the reads of the mapping outside the guarded stretch.
@@ -234,8 +256,8 @@ impl Mapping {
         // repeats, so every access completes.
         let r = f(unsafe { std::slice::from_raw_parts(self.ptr, self.len) });
         compiler_fence(Ordering::SeqCst);
-        GUARD.with(|g| g.set((0, 0)));
-        if FAULTED.with(Cell::get) {
+        GUARD.with(|g| g.set((0, 0, 0)));
+        if FAULTED.with(Cell::get) || self.damaged() {
             return Err(MappedError::Fault);
         }
         Ok(r)
@@ -290,8 +312,13 @@ mod tests {
         let m2 = Mapping::new(f.as_file(), data.len() as u64).unwrap();
         let r = m2.read_guarded(|s| out.copy_from_slice(&s[200_000..200_000 + (64 << 10)]));
         assert!(matches!(r, Err(MappedError::Fault)));
-        // Within the surviving part: data, no fault.
-        let r = m2.read_guarded(|s| s[..4096].to_vec()).unwrap();
+        // Damaged now: even a read of the surviving part is refused (a
+        // zero page may sit anywhere a fault was taken).
+        assert!(m2.damaged());
+        assert!(matches!(m2.read_guarded(|s| s[0]), Err(MappedError::Fault)));
+        // A fresh mapping reads the surviving part.
+        let m3 = Mapping::new(f.as_file(), data.len() as u64).unwrap();
+        let r = m3.read_guarded(|s| s[..4096].to_vec()).unwrap();
         assert_eq!(r, data[..4096]);
     }
 

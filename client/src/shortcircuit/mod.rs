@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -75,8 +75,6 @@ pub struct ScBlock {
     opened: Instant,
     /// The file mapped, when mapped reads are on (see [`mapped`]).
     map: Option<mapped::Mapping>,
-    /// A read of the mapping faulted: it holds zero pages now.
-    poisoned: AtomicBool,
 }
 
 impl ScBlock {
@@ -336,7 +334,6 @@ impl ShortCircuit {
             sums,
             opened: Instant::now(),
             map,
-            poisoned: AtomicBool::new(false),
         });
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         self.insert(key, b.clone());
@@ -369,16 +366,12 @@ impl ShortCircuit {
             });
         };
         let verify = verify && b.sums.verifies();
-        match b
-            .map
-            .as_ref()
-            .filter(|_| !b.poisoned.load(Ordering::Acquire))
-        {
+        match &b.map {
             Some(map) => {
                 let r = mapped_read(map, &b.file, &b.sums, windows, offset, out, verify);
                 if let Err(ScError::Truncated) = r {
-                    // Zero pages replaced the faulting ones: never again.
-                    b.poisoned.store(true, Ordering::Release);
+                    // Zero pages replaced the faulting ones: the next read
+                    // opens the block again, with a new mapping.
                     self.remove(ozone_common::block_key::key_of(&b.id));
                 }
                 if r? {
