@@ -429,17 +429,17 @@ impl Drop for Mapped {
     }
 }
 
-/// Reads as the raw rounds do, as copies out of the mappings; with `crc`,
-/// CRC32C over the covering 4 KiB windows first.
-fn mapped_round(maps: &Mapped, a: &Args, secs: f64, crc: bool) -> f64 {
+/// Reads of `len` bytes at random offsets, `threads` OS threads, as copies
+/// out of the mappings; with `crc`, CRC32C over the covering 4 KiB windows
+/// first. Returns ops/s.
+fn mapped_round(maps: &Mapped, threads: usize, len: usize, secs: f64, crc: bool) -> f64 {
     use ozone_common::checksum::Checksummer;
     const WIN: usize = 4 << 10;
     let ck = Checksummer::new(ozone_proto::ChecksumType::Crc32c, WIN as u32).expect("crc");
     let stop = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
-    let len = a.read_kib << 10;
     std::thread::scope(|s| {
-        for _ in 0..a.threads {
+        for _ in 0..threads {
             s.spawn(|| {
                 let mut rng = rand::rng();
                 let mut out = vec![0u8; len];
@@ -627,12 +627,13 @@ async fn bench(a: Args) -> anyhow::Result<()> {
     for crc in [false, true] {
         let mut r = Vec::new();
         let mut raw_r = Vec::new();
-        mapped_round(&maps, &a, a.seconds.min(1.0), crc);
+        let len = a.read_kib << 10;
+        mapped_round(&maps, a.threads, len, a.seconds.min(1.0), crc);
         for _ in 0..a.rounds {
             warm(all_files);
             raw_r.push(raw_round(raw_files, &a, a.seconds));
             warm(all_files);
-            r.push(mapped_round(&maps, &a, a.seconds, crc));
+            r.push(mapped_round(&maps, a.threads, len, a.seconds, crc));
         }
         rows.push(Row {
             raw_ops: median(raw_r),
@@ -829,26 +830,15 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
     drop(data);
     let file = std::fs::File::open(&path)?;
     warm(std::slice::from_ref(&path));
-    let n = std::num::NonZeroUsize::new(size).context("size")?;
-    // SAFETY: a read-only private view of a file this function created and
-    // never changes while mapped.
-    let ptr = unsafe {
-        nix::sys::mman::mmap(
-            None,
-            n,
-            nix::sys::mman::ProtFlags::PROT_READ,
-            nix::sys::mman::MapFlags::MAP_SHARED,
-            &file,
-            0,
-        )?
-    };
-    // SAFETY: `ptr` maps `size` readable bytes until the munmap below.
-    let map = unsafe { std::slice::from_raw_parts(ptr.as_ptr() as *const u8, size) };
+    let maps = Mapped::of(&[(file.try_clone()?, size as u64)])?;
+    let (ptr, _) = maps.0[0];
+    // SAFETY: `maps` maps `size` readable bytes until it is dropped below.
+    let map = unsafe { std::slice::from_raw_parts(ptr, size) };
     let ck = Checksummer::new(ChecksumType::Crc32c, WIN as u32)?;
     let secs = 2.0;
     println!("| operation, 64 KiB random reads, {threads} threads | ops/s |");
     println!("|---|---:|");
-    for mode in ["pread", "pread + CRC32C", "mmap copy", "mmap CRC32C + copy"] {
+    for crc in [false, true] {
         let stop = AtomicBool::new(false);
         let ops = AtomicU64::new(0);
         std::thread::scope(|s| {
@@ -860,22 +850,10 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
                     let mut acc = 0u32;
                     while !stop.load(Ordering::Relaxed) {
                         let off = rng.random_range(0..size - READ - WIN);
-                        let ws = off / WIN * WIN;
-                        let we = (off + READ).div_ceil(WIN) * WIN;
-                        match mode {
-                            "pread" => file.read_exact_at(&mut out, off as u64).expect("pread"),
-                            "pread + CRC32C" => {
-                                file.read_exact_at(&mut out, off as u64).expect("pread");
-                                for w in out.chunks(WIN) {
-                                    acc ^= ck.checksum(w);
-                                }
-                            }
-                            "mmap copy" => out.copy_from_slice(&map[off..off + READ]),
-                            _ => {
-                                for w in map[ws..we].chunks(WIN) {
-                                    acc ^= ck.checksum(w);
-                                }
-                                out.copy_from_slice(&map[off..off + READ]);
+                        file.read_exact_at(&mut out, off as u64).expect("pread");
+                        if crc {
+                            for w in out.chunks(WIN) {
+                                acc ^= ck.checksum(w);
                             }
                         }
                         n += 1;
@@ -887,10 +865,20 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_secs_f64(secs));
             stop.store(true, Ordering::Relaxed);
         });
+        let name = if crc { "pread + CRC32C" } else { "pread" };
         println!(
-            "| {mode} | {:.0} |",
+            "| {name} | {:.0} |",
             ops.load(Ordering::Relaxed) as f64 / secs
         );
+    }
+    for crc in [false, true] {
+        let name = if crc {
+            "mmap CRC32C + copy"
+        } else {
+            "mmap copy"
+        };
+        let ops = mapped_round(&maps, threads, READ, secs, crc);
+        println!("| {name} | {ops:.0} |");
     }
     println!("\n| CRC32C window | GB/s (one thread) |\n|---:|---:|");
     for win in [4usize << 10, 16 << 10, 72 << 10] {
@@ -899,10 +887,11 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
         let mut bytes = 0usize;
         let mut acc = 0u32;
         while t.elapsed().as_secs_f64() < 1.0 {
-            for w in map[..8 << 20].chunks(win) {
+            let span = size.min(8 << 20);
+            for w in map[..span].chunks(win) {
                 acc ^= c.checksum(w);
             }
-            bytes += 8 << 20;
+            bytes += span;
         }
         std::hint::black_box(acc);
         println!(
@@ -911,7 +900,6 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
             bytes as f64 / t.elapsed().as_secs_f64() / 1e9
         );
     }
-    // SAFETY: unmapping what was mapped above; `map` is not used after.
-    unsafe { nix::sys::mman::munmap(ptr, size)? };
+    drop(maps);
     Ok(())
 }
