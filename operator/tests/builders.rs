@@ -13,6 +13,11 @@ fn load(path: &str) -> OzoneCluster {
     c
 }
 
+/// The pod spec of a StatefulSet's template.
+fn pod_of(s: &k8s_openapi::api::apps::v1::StatefulSet) -> &k8s_openapi::api::core::v1::PodSpec {
+    s.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
 fn hash(s: &k8s_openapi::api::apps::v1::StatefulSet) -> String {
     s.spec
         .as_ref()
@@ -301,22 +306,16 @@ fn production_example_sections() {
         o.om_account.as_ref().unwrap().metadata.name.as_deref(),
         Some("ozone-prod-om")
     );
-    let om_pod = o.om.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let om_pod = pod_of(&o.om);
     assert_eq!(
         om_pod.service_account_name.as_deref(),
         Some("ozone-prod-om")
     );
     assert_eq!(om_pod.automount_service_account_token, Some(true));
-    let dn_pod = o
-        .datanodes
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
-    assert_eq!(dn_pod.automount_service_account_token, Some(false));
+    assert_eq!(
+        pod_of(&o.datanodes).automount_service_account_token,
+        Some(false)
+    );
     let env = ozone_operator::builders::Environment {
         operator_identity: Some("ozone-system/ozone-operator".into()),
     };
@@ -368,7 +367,7 @@ fn production_example_sections() {
     assert!(!identity::needs_finalizer(&plain));
     let p = build(&plain).unwrap();
     assert!(p.om_account.is_none());
-    let om_pod = p.om.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let om_pod = pod_of(&p.om);
     assert_eq!(om_pod.service_account_name, None);
     assert_eq!(om_pod.automount_service_account_token, Some(false));
     assert!(p.network_policies.is_empty());
@@ -423,16 +422,7 @@ fn short_circuit_off_stopped_and_config_rolls() {
     let mut off = base.clone();
     off.spec.short_circuit.enabled = false;
     let o = build(&off).unwrap();
-    let pod = o
-        .datanodes
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .clone();
+    let pod = pod_of(&o.datanodes).clone();
     assert!(pod.init_containers.is_none());
     assert!(!pod.volumes.unwrap().iter().any(|v| v.name == "sockets"));
     assert!(!o.config.data.as_ref().unwrap()["ozone.conf"].contains("socket"));
