@@ -150,21 +150,37 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Raw pread of the block files, `threads` OS threads.
 fn raw_round(files: &[(std::fs::File, u64)], a: &Args, secs: f64) -> f64 {
+    let len = a.read_kib << 10;
+    timed_round(a.threads, secs, len, |rng, buf| {
+        let (f, size) = &files[rng.random_range(0..files.len())];
+        let off = rng.random_range(0..size - len as u64);
+        f.read_exact_at(buf, off).expect("pread");
+        0
+    })
+}
+
+/// Calls `op` in a loop on `threads` OS threads for `secs` seconds, each
+/// with its own random source and `len`-byte buffer; `op` returns a value
+/// folded into a sink, so no work is optimised away. Returns calls/s.
+fn timed_round(
+    threads: usize,
+    secs: f64,
+    len: usize,
+    op: impl Fn(&mut rand::rngs::ThreadRng, &mut [u8]) -> u32 + Sync,
+) -> f64 {
     let stop = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
-    let len = a.read_kib << 10;
     std::thread::scope(|s| {
-        for _ in 0..a.threads {
+        for _ in 0..threads {
             s.spawn(|| {
                 let mut rng = rand::rng();
                 let mut buf = vec![0u8; len];
-                let mut n = 0u64;
+                let (mut n, mut acc) = (0u64, 0u32);
                 while !stop.load(Ordering::Relaxed) {
-                    let (f, size) = &files[rng.random_range(0..files.len())];
-                    let off = rng.random_range(0..size - len as u64);
-                    f.read_exact_at(&mut buf, off).expect("pread");
+                    acc ^= op(&mut rng, &mut buf);
                     n += 1;
                 }
+                std::hint::black_box(acc);
                 ops.fetch_add(n, Ordering::Relaxed);
             });
         }
@@ -436,38 +452,22 @@ fn mapped_round(maps: &Mapped, threads: usize, len: usize, secs: f64, crc: bool)
     use ozone_common::checksum::Checksummer;
     const WIN: usize = 4 << 10;
     let ck = Checksummer::new(ozone_proto::ChecksumType::Crc32c, WIN as u32).expect("crc");
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut rng = rand::rng();
-                let mut out = vec![0u8; len];
-                let mut n = 0u64;
-                let mut acc = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    let (p, size) = maps.0[rng.random_range(0..maps.0.len())];
-                    // SAFETY: `p` maps `size` readable bytes until drop.
-                    let map = unsafe { std::slice::from_raw_parts(p, size) };
-                    let off = rng.random_range(0..size - len);
-                    if crc {
-                        let ws = off / WIN * WIN;
-                        let we = ((off + len).div_ceil(WIN) * WIN).min(size);
-                        for w in map[ws..we].chunks(WIN) {
-                            acc ^= ck.checksum(w);
-                        }
-                    }
-                    out.copy_from_slice(&map[off..off + len]);
-                    n += 1;
-                }
-                std::hint::black_box(acc);
-                ops.fetch_add(n, Ordering::Relaxed);
-            });
+    timed_round(threads, secs, len, |rng, out| {
+        let (p, size) = maps.0[rng.random_range(0..maps.0.len())];
+        // SAFETY: `p` maps `size` readable bytes until `maps` is dropped.
+        let map = unsafe { std::slice::from_raw_parts(p, size) };
+        let off = rng.random_range(0..size - len);
+        let mut acc = 0u32;
+        if crc {
+            let ws = off / WIN * WIN;
+            let we = ((off + len).div_ceil(WIN) * WIN).min(size);
+            for w in map[ws..we].chunks(WIN) {
+                acc ^= ck.checksum(w);
+            }
         }
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        stop.store(true, Ordering::Relaxed);
-    });
-    ops.load(Ordering::Relaxed) as f64 / secs
+        out.copy_from_slice(&map[off..off + len]);
+        acc
+    })
 }
 
 /// The short-circuit targets, from the rows of one run: each ratio is of
@@ -839,37 +839,19 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
     println!("| operation, 64 KiB random reads, {threads} threads | ops/s |");
     println!("|---|---:|");
     for crc in [false, true] {
-        let stop = AtomicBool::new(false);
-        let ops = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    let mut rng = rand::rng();
-                    let mut out = vec![0u8; READ];
-                    let mut n = 0u64;
-                    let mut acc = 0u32;
-                    while !stop.load(Ordering::Relaxed) {
-                        let off = rng.random_range(0..size - READ - WIN);
-                        file.read_exact_at(&mut out, off as u64).expect("pread");
-                        if crc {
-                            for w in out.chunks(WIN) {
-                                acc ^= ck.checksum(w);
-                            }
-                        }
-                        n += 1;
-                    }
-                    std::hint::black_box(acc);
-                    ops.fetch_add(n, Ordering::Relaxed);
-                });
+        let ops = timed_round(threads, secs, READ, |rng, out| {
+            let off = rng.random_range(0..size - READ - WIN);
+            file.read_exact_at(out, off as u64).expect("pread");
+            let mut acc = 0u32;
+            if crc {
+                for w in out.chunks(WIN) {
+                    acc ^= ck.checksum(w);
+                }
             }
-            std::thread::sleep(Duration::from_secs_f64(secs));
-            stop.store(true, Ordering::Relaxed);
+            acc
         });
         let name = if crc { "pread + CRC32C" } else { "pread" };
-        println!(
-            "| {name} | {:.0} |",
-            ops.load(Ordering::Relaxed) as f64 / secs
-        );
+        println!("| {name} | {ops:.0} |");
     }
     for crc in [false, true] {
         let name = if crc {

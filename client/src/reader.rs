@@ -14,6 +14,7 @@ use ozone_common::block_key::{BlockKey, key_of};
 use ozone_common::checksum::{ChecksumError, Checksummer};
 use ozone_common::integrity::{IntegrityError, verify_piece};
 use ozone_common::names::KeyPath;
+use ozone_common::token::EXPIRED_MESSAGE;
 use ozone_proto::*;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -22,7 +23,6 @@ use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::replicas::{Ordered, order_replicas};
 use crate::shortcircuit::ScError;
-use crate::writer::TOKEN_EXPIRED;
 
 /// An open key; each reader has its own verify-checksum switch. Clones
 /// share the client and may differ in that switch.
@@ -260,7 +260,7 @@ impl KeyReader {
             .await
         {
             Err(ClientError::AllReplicasFailed { errors, .. })
-                if errors.contains(TOKEN_EXPIRED) =>
+                if errors.contains(EXPIRED_MESSAGE) =>
             {
                 match self.refresh_tokens(id).await? {
                     Some(t) => self.read_block_with(b, id, &t, offset, out, verify).await,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use ozone_common::names::KeyPath;
+use ozone_common::token::EXPIRED_MESSAGE;
 use ozone_proto::datanode_client::DatanodeClient;
 use ozone_proto::*;
 use tonic::transport::Channel;
@@ -47,9 +48,6 @@ struct ReplicaFailure {
     id: String,
     status: tonic::Status,
 }
-
-/// What a datanode says of an expired block token.
-pub(crate) const TOKEN_EXPIRED: &str = "block token expired";
 
 fn fatal(s: &tonic::Status) -> bool {
     matches!(
@@ -210,7 +208,7 @@ impl KeyWriter {
                 // An expired WRITE token (a block open longer than
                 // hdds.block.token.expiry.time) is no fault of the
                 // datanode: the fresh block comes with a fresh token.
-                if f.status.message().contains(TOKEN_EXPIRED) {
+                if f.status.message().contains(EXPIRED_MESSAGE) {
                     tracing::info!(key = %self.key_path(), datanode = %f.id, "block token expired: moving to a fresh block");
                     continue;
                 }

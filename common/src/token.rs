@@ -7,6 +7,10 @@ use prost::Message;
 use sha2::Sha256;
 
 /// Why a token was refused.
+/// How an expired token is described to callers (clients recognise a refusal
+/// for an expired token by it, and fetch a new one).
+pub const EXPIRED_MESSAGE: &str = "block token expired";
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenError {
     #[error("block token required but none was given")]
@@ -15,7 +19,7 @@ pub enum TokenError {
     Malformed,
     #[error("block token signature is invalid")]
     BadSignature,
-    #[error("block token expired {0} ms ago")]
+    #[error("{msg} {0} ms ago", msg = EXPIRED_MESSAGE)]
     Expired(u64),
     #[error("block token is for block {granted}, not {wanted}")]
     WrongBlock { granted: String, wanted: String },

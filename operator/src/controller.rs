@@ -4,17 +4,22 @@
 //!
 //! One reconcile, in order: read the StatefulSets and datanode pods; unless
 //! paused or invalid, hold a datanode scale-down until the OM has
-//! decommissioned the pods that go, create the block-token Secret once, then apply the
-//! ConfigMap, the Services, the StatefulSets (a datanode template change is
-//! held while a healthy datanode would have to go down beside an unready
-//! one) and the PodDisruptionBudget; finally apply the status. An object the
-//! API server refuses does not stop the others (only the StatefulSets wait
-//! for their ConfigMap): the refusal becomes a `Degraded` condition with the
-//! server's message and a Warning event. An invalid spec waits for the next
-//! change of the resource; the controller sees only spec changes (generation)
-//! of the resource itself, so its own status writes wake nothing. Deleting
-//! the resource is left to the garbage collector through owner references;
-//! data claims follow `spec.volumeDeletionPolicy`.
+//! decommissioned the pods that go, create the block-token Secret once, the
+//! TLS Secrets, then apply the ConfigMap, the identity objects (finalizer,
+//! the OM's ServiceAccount and TokenReview binding, CA bundles), the
+//! NetworkPolicies, the Services, the StatefulSets (a datanode template
+//! change is held while a healthy datanode would have to go down beside an
+//! unready one) and the PodDisruptionBudget; finally apply the status. An
+//! object the API server refuses does not stop the others (only the
+//! StatefulSets wait for what their pods mount or run as): the refusal
+//! becomes a `Degraded` condition with the server's message and a Warning
+//! event. An invalid spec waits for the next change of the resource; the
+//! controller sees only spec changes (generation) of the resource itself, so
+//! its own status writes wake nothing. Deleting the resource is left to the
+//! garbage collector through owner references, except what none can cover
+//! (the cluster-scoped binding, bundles in other namespaces): those go
+//! under the finalizer ([`crate::unowned`]) first. Data claims follow
+//! `spec.volumeDeletionPolicy`.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

@@ -7,13 +7,14 @@
 //! - before copying out of a mapping, the reading thread records the
 //!   mapping's address range in a thread-local ([`GUARD`]);
 //! - on SIGBUS at an address inside the faulting thread's recorded range,
-//!   the handler maps an anonymous zero page over the faulting page
-//!   (`mmap` with `MAP_FIXED`, a plain system call), sets the thread's
-//!   [`FAULTED`] flag and returns: the faulting instruction runs again, now
-//!   reading zeros;
-//! - after the copy the thread clears its range and checks the flag: set,
-//!   the read fails (and falls back to gRPC), and the mapping, which has
-//!   zero pages in it now, is never read again.
+//!   the handler marks that mapping damaged (an atomic flag), maps an
+//!   anonymous zero page over the faulting page (`mmap` with `MAP_FIXED`, a
+//!   plain system call), sets the thread's [`FAULTED`] flag and returns:
+//!   the faulting instruction runs again, now reading zeros;
+//! - after the copy the thread clears its range and checks both flags
+//!   (another thread's fault may have put the zero page it read): either
+//!   set, the read fails and moves to another replica, and the mapping is
+//!   never read again (the block is opened anew).
 //!
 //! Any other SIGBUS goes to the handler that was installed before this one,
 //! or, if there was none, kills the process as it would have without us.
