@@ -120,7 +120,7 @@ impl Client {
     pub fn stats(&self) -> ReadStatsSnapshot {
         let s = &self.inner.stats;
         let mut snap = ReadStatsSnapshot {
-            local_bytes: s.local_bytes.load(Ordering::Relaxed),
+            local_bytes: s.local_bytes.get(),
             remote_bytes: s.remote_bytes.load(Ordering::Relaxed),
             checksum_failures: s.checksum_failures.load(Ordering::Relaxed),
             failovers: s.failovers.load(Ordering::Relaxed),
@@ -129,14 +129,14 @@ impl Client {
         };
         if let Some(sc) = &self.inner.sc {
             let c = &sc.stats;
-            snap.short_circuit_bytes = c.bytes.load(Ordering::Relaxed);
-            snap.short_circuit_mapped_bytes = c.mapped_bytes.load(Ordering::Relaxed);
+            snap.short_circuit_bytes = c.bytes.get();
+            snap.short_circuit_mapped_bytes = c.mapped_bytes.get();
             snap.short_circuit_opens = c.opens.load(Ordering::Relaxed);
-            snap.fd_cache_hits = c.cache_hits.load(Ordering::Relaxed);
+            snap.fd_cache_hits = c.cache_hits.get();
             snap.fd_cache_misses = c.cache_misses.load(Ordering::Relaxed);
             snap.invalidations = c.invalidations.load(Ordering::Relaxed);
             snap.short_circuit_fallbacks = c.fallbacks.lock().expect("lock").values().sum();
-            snap.checksummed_bytes += c.checksummed_bytes.load(Ordering::Relaxed);
+            snap.checksummed_bytes += c.checksummed_bytes.get();
         }
         snap
     }

@@ -19,6 +19,7 @@
 
 mod api;
 mod config;
+mod counter;
 mod direct;
 mod error;
 mod file_checksum;

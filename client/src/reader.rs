@@ -198,9 +198,13 @@ impl KeyReader {
     fn account(&self, dn: &DatanodeDetails, bytes: u64) {
         let local = self.inner.config.node_name.as_deref() == Some(dn.node_name.as_str())
             || self.sc_local(&dn.id);
+        self.account_as(local, bytes);
+    }
+
+    fn account_as(&self, local: bool, bytes: u64) {
         let s = &self.inner.stats;
         if local {
-            s.local_bytes.fetch_add(bytes, Ordering::Relaxed);
+            s.local_bytes.add(bytes);
         } else {
             s.remote_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -283,6 +287,28 @@ impl KeyReader {
         out: &mut [u8],
         verify: bool,
     ) -> Result<()> {
+        // The hot path: a descriptor of this block already open and valid
+        // is a local replica; read it without ordering the replicas. After
+        // an error the full path below tries again (a checksum mismatch is
+        // met there again and handled there). Off once a replica was found
+        // bad (the full path orders bad replicas last).
+        if let Some(sc) = &self.inner.sc
+            && !self.inner.any_bad.load(Ordering::Acquire)
+            && let Some(blk) = sc.cached_open(id)
+        {
+            match sc.read(&blk, offset, out, self.verifying_with(verify)) {
+                Ok(()) => {
+                    self.account_as(true, out.len() as u64);
+                    tokio::task::consume_budget().await;
+                    return Ok(());
+                }
+                Err(ScError::Checksum(_)) => {}
+                Err(e) => {
+                    tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
+                    sc.fell_back(blk.datanode_id(), &e);
+                }
+            }
+        }
         let mut errors = Vec::new();
         for dn in self.replicas(b, id).iter() {
             if let Some(sc) = &self.inner.sc
@@ -296,7 +322,8 @@ impl KeyReader {
                 };
                 match r {
                     Ok(()) => {
-                        self.account(dn, out.len() as u64);
+                        // Short-circuit is local by definition.
+                        self.account_as(true, out.len() as u64);
                         // A short-circuit read never waits; let the
                         // scheduler run other tasks (and timers) regularly.
                         tokio::task::consume_budget().await;

@@ -30,7 +30,7 @@ pub(crate) fn order_replicas<'a>(
     let rank = |r: &DatanodeDetails| {
         (
             is_bad(&r.id),
-            !(is_local(&r.id) || node_name == Some(r.node_name.as_str())),
+            !(node_name == Some(r.node_name.as_str()) || is_local(&r.id)),
             r.state != NodeState::Healthy as i32,
         )
     };

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 #[derive(Debug, Default)]
 pub struct ReadStats {
     /// Bytes read from a replica on this client's node.
-    pub local_bytes: AtomicU64,
+    pub local_bytes: crate::counter::Counter,
     /// Bytes read from replicas on other nodes.
     pub remote_bytes: AtomicU64,
     /// Checksum mismatches found (each reported to the OM).

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An LRU map of at most `capacity` entries.
 pub(crate) struct LruCache<K, V> {
-    map: HashMap<K, (V, AtomicU64)>,
+    /// foldhash: keys are block ids, and a lookup is on every read.
+    map: HashMap<K, (V, AtomicU64), foldhash::fast::RandomState>,
     tick: AtomicU64,
     capacity: usize,
 }
@@ -18,26 +19,31 @@ impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
     /// An empty cache of `capacity` entries (at least one).
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            map: HashMap::new(),
+            map: HashMap::default(),
             tick: AtomicU64::new(0),
             capacity: capacity.max(1),
         }
     }
 
-    /// The entry for `key`, marked most recently used.
+    /// The entry for `key`, marked used since the latest insert. Recency
+    /// is kept at the grain of inserts (the clock advances on insert only),
+    /// so a hit writes nothing shared unless its stamp is behind: readers
+    /// on several cores do not pass the clock's cache line around.
     pub(crate) fn get(&self, key: &K) -> Option<V> {
         let (v, t) = self.map.get(key)?;
-        t.store(
-            self.tick.fetch_add(1, Ordering::Relaxed) + 1,
-            Ordering::Relaxed,
-        );
+        let now = self.tick.load(Ordering::Relaxed);
+        if t.load(Ordering::Relaxed) != now {
+            t.store(now, Ordering::Relaxed);
+        }
         Some(v.clone())
     }
 
     /// Inserts `v`; returns the entries it displaced (a previous value for
     /// `key` and the least recently used beyond capacity).
     pub(crate) fn insert(&mut self, key: K, v: V) -> Vec<V> {
-        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        // The new entry takes the clock's value and the clock moves on, so
+        // a later hit on any entry stamps it newer than this one.
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
         let mut evicted = Vec::new();
         if let Some((old, _)) = self.map.insert(key, (v, AtomicU64::new(tick))) {
             evicted.push(old);
@@ -46,6 +52,7 @@ impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
             let oldest = self
                 .map
                 .iter()
+                .filter(|(k, _)| **k != key)
                 .min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed))
                 .map(|(k, _)| *k);
             match oldest.and_then(|k| self.map.remove(&k)) {

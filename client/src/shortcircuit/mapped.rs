@@ -21,8 +21,11 @@
 //!
 //! A truncation that leaves part of a page (the page holding the new end of
 //! file) reads as zeros without a fault. Verified reads catch that with
-//! their checksums (and zeros where the data was zeros are the data);
-//! unverified reads check the file's size after the copy.
+//! their checksums (and zeros where the data was zeros are the data).
+//! Unverified reads touch the first byte of the page after the bytes they
+//! copied, under the same guard: if the new end of file lies in the read's
+//! last page, that next page is wholly past it and faults. A read that ends
+//! in the block's last page asks the file's size instead.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -91,6 +94,12 @@ pub fn install() -> bool {
             libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0
         }
     })
+}
+
+/// The system's page size (the unit in which a truncated file's pages
+/// fault), once [`install`] succeeded; 4096 before.
+pub fn page_size() -> usize {
+    PREVIOUS.get().map_or(4096, |i| i.page)
 }
 
 /// The SIGBUS handler.

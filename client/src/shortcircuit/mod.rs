@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use ozone_common::integrity::{BlockChecksums, BlockIntegrity};
 use ozone_proto::BlockId;
 
+use crate::counter::Counter;
 use cache::LruCache;
 pub use conn::{DnConn, ScError};
 
@@ -48,13 +49,13 @@ pub struct ScConfig {
 #[derive(Debug, Default)]
 pub struct ScStats {
     /// Bytes read through short-circuit.
-    pub bytes: AtomicU64,
+    pub bytes: Counter,
     /// Of those, bytes copied out of a mapping.
-    pub mapped_bytes: AtomicU64,
+    pub mapped_bytes: Counter,
     /// Block descriptors obtained from a datanode.
     pub opens: AtomicU64,
     /// Reads served from a cached descriptor.
-    pub cache_hits: AtomicU64,
+    pub cache_hits: Counter,
     /// Reads that had to open the block first.
     pub cache_misses: AtomicU64,
     /// Cached descriptors found invalidated.
@@ -62,7 +63,7 @@ pub struct ScStats {
     /// Reads that fell back to gRPC, by reason.
     pub fallbacks: Mutex<HashMap<&'static str, u64>>,
     /// Bytes checksummed by verifying short-circuit reads.
-    pub checksummed_bytes: AtomicU64,
+    pub checksummed_bytes: Counter,
 }
 
 /// An open block: its descriptor, checksums and guarding slot.
@@ -85,6 +86,11 @@ impl ScBlock {
             .slot_valid(self.slot, self.id.container_id, self.id.local_id)
     }
 
+    /// The datanode that handed over the descriptor.
+    pub fn datanode_id(&self) -> &str {
+        &self.conn.datanode_id
+    }
+
     /// Block length.
     pub fn size(&self) -> u64 {
         self.sums.size()
@@ -97,7 +103,8 @@ use ozone_common::block_key::BlockKey as Key;
 pub struct ShortCircuit {
     cfg: ScConfig,
     client_name: String,
-    conns: RwLock<HashMap<String, Arc<DnConn>>>,
+    /// Local datanodes by id (foldhash: looked up on every read).
+    conns: RwLock<HashMap<String, Arc<DnConn>, foldhash::fast::RandomState>>,
     /// Next directory scan allowed at (after a failure).
     next_scan: Mutex<Option<Instant>>,
     /// Held during a scan, so concurrent callers wait for its result.
@@ -115,7 +122,7 @@ impl ShortCircuit {
         Self {
             cfg,
             client_name,
-            conns: RwLock::new(HashMap::new()),
+            conns: RwLock::new(HashMap::default()),
             next_scan: Mutex::new(None),
             scanning: tokio::sync::Mutex::new(()),
             disabled_until: Mutex::new(HashMap::new()),
@@ -293,6 +300,26 @@ impl ShortCircuit {
         }
     }
 
+    /// Block `id`, if a local datanode's descriptor for it is cached, still
+    /// valid and not expired (a stale entry is dropped). Reads that find one
+    /// need no datanode lookup: it is local by construction.
+    pub fn cached_open(&self, id: &BlockId) -> Option<Arc<ScBlock>> {
+        self.cached_usable(ozone_common::block_key::key_of(id))
+    }
+
+    fn cached_usable(&self, key: Key) -> Option<Arc<ScBlock>> {
+        let b = self.cached(key)?;
+        if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
+            self.stats.cache_hits.add(1);
+            return Some(b);
+        }
+        if !b.valid() {
+            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+        }
+        self.remove(key);
+        None
+    }
+
     /// The open block `id` on local datanode `dn`, from the cache or the
     /// datanode.
     pub async fn open(
@@ -302,15 +329,8 @@ impl ShortCircuit {
         token: &[u8],
     ) -> Result<Arc<ScBlock>, ScError> {
         let key = ozone_common::block_key::key_of(id);
-        if let Some(b) = self.cached(key) {
-            if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
-                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(b);
-            }
-            if !b.valid() {
-                self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            }
-            self.remove(key);
+        if let Some(b) = self.cached_usable(key) {
+            return Ok(b);
         }
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         let conn = self.conn(dn).await?;
@@ -375,17 +395,13 @@ impl ShortCircuit {
                     self.remove(ozone_common::block_key::key_of(&b.id));
                 }
                 if r? {
-                    self.stats
-                        .checksummed_bytes
-                        .fetch_add(windows.len(), Ordering::Relaxed);
+                    self.stats.checksummed_bytes.add(windows.len());
                 }
-                self.stats
-                    .mapped_bytes
-                    .fetch_add(out.len() as u64, Ordering::Relaxed);
+                self.stats.mapped_bytes.add(out.len() as u64);
             }
             None if verify => {
                 let n = pread::read_verified(&b.file, &b.sums, windows, offset, out)?;
-                self.stats.checksummed_bytes.fetch_add(n, Ordering::Relaxed);
+                self.stats.checksummed_bytes.add(n);
             }
             None => b.file.read_exact_at(out, offset).map_err(ScError::Io)?,
         }
@@ -394,9 +410,7 @@ impl ShortCircuit {
             self.remove(ozone_common::block_key::key_of(&b.id));
             return Err(ScError::Invalidated);
         }
-        self.stats
-            .bytes
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        self.stats.bytes.add(out.len() as u64);
         Ok(())
     }
 
@@ -406,11 +420,17 @@ impl ShortCircuit {
     }
 }
 
-/// Copies `out.len()` bytes at `offset` out of `map` and, when `verify`,
-/// checks the covering windows `w` (the requested bytes as copied, the rest
-/// of the end windows in the mapping). Without verification, the file's size
-/// is checked after the copy: a truncation that left part of a page reads
-/// as zeros without a fault. Returns whether it verified.
+/// Copies `out.len()` bytes at `offset` out of `map`; when `verify`, first
+/// checks the covering windows `w` in place in the mapping (the check
+/// streams them into the cache, the copy then reads them from there).
+///
+/// The copied bytes are the checked ones: a block file's written bytes do
+/// not change in place, and a truncation faults or zeroes. Zeroes come
+/// without a fault only in the page holding the new end of file; so after
+/// the copy the first byte of the page after the read is touched under the
+/// guard: if the end of file now lies in the read's last page, that next
+/// page is wholly past it and faults. A read ending in the mapping's last
+/// page checks the file's size instead. Returns whether it verified.
 fn mapped_read(
     map: &mapped::Mapping,
     file: &File,
@@ -422,18 +442,30 @@ fn mapped_read(
 ) -> Result<bool, ScError> {
     let (o, len) = (offset as usize, out.len());
     let (ws, we) = (w.start as usize, w.end as usize);
-    let checked = map
-        .read_guarded(|s| {
-            out.copy_from_slice(&s[o..o + len]);
+    let next_page = (o + len).next_multiple_of(mapped::page_size());
+    let at_end = map
+        .read_guarded(|s| -> Result<bool, ozone_common::checksum::ChecksumError> {
+            let probe = s.get(next_page);
+            if let Some(b) = probe {
+                prefetch(b);
+            }
             if verify {
-                sums.verify_pieces(&w, &[&s[ws..o], &*out, &s[o + len..we]])
-                    .map(|()| true)
-            } else {
-                Ok(false)
+                sums.verify(&w, &s[ws..we])?;
+            }
+            out.copy_from_slice(&s[o..o + len]);
+            match probe {
+                Some(b) => {
+                    // SAFETY: a read of one byte of the mapping, under the
+                    // guard (a fault makes this read `Fault`); volatile so
+                    // it is not optimised away.
+                    unsafe { std::ptr::read_volatile(b) };
+                    Ok(false)
+                }
+                None => Ok(true),
             }
         })
         .map_err(|mapped::MappedError::Fault| ScError::Truncated)??;
-    if !checked {
+    if at_end {
         let size = file.metadata().map_err(ScError::Io)?.len();
         if size < offset + len as u64 {
             return Err(ScError::Io(std::io::Error::new(
@@ -442,5 +474,89 @@ fn mapped_read(
             )));
         }
     }
-    Ok(checked)
+    Ok(verify)
+}
+
+/// Asks the CPU to bring `b`'s cache line in while other work runs (a hint:
+/// it never faults, even past the end of file).
+#[inline(always)]
+fn prefetch(b: &u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch hint has no effect on memory or on faults.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(b as *const u8 as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ozone_common::checksum::Checksummer;
+    use ozone_proto::ChecksumType;
+    use std::io::Write;
+
+    fn block(n: usize) -> (File, Vec<u8>, BlockChecksums, mapped::Mapping) {
+        assert!(mapped::install());
+        let data: Vec<u8> = (0..n).map(|i| (i * 13 % 251) as u8 | 1).collect();
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&data).unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 4096).unwrap();
+        let sums = BlockChecksums::new(ck, ck.compute(&data), n as u64).unwrap();
+        let map = mapped::Mapping::new(&f, n as u64).unwrap();
+        (f, data, sums, map)
+    }
+
+    fn read(
+        (f, _, sums, map): &(File, Vec<u8>, BlockChecksums, mapped::Mapping),
+        off: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<bool, ScError> {
+        let w = sums.covering(off, out.len() as u64).unwrap();
+        mapped_read(map, f, sums, w, off, out, verify)
+    }
+
+    /// A file cut inside a read's last page reads as zeros there without a
+    /// fault; both with verification on and off this must be an error,
+    /// never the zeros.
+    #[test]
+    fn a_file_cut_inside_the_reads_last_page_is_an_error_not_zeros() {
+        let page = mapped::page_size();
+        for verify in [false, true] {
+            let b = block(64 * page);
+            let mut out = vec![0u8; 3 * page];
+            let off = 10 * page as u64 + 100;
+            assert_eq!(read(&b, off, &mut out, verify).unwrap(), verify);
+            assert_eq!(out, b.1[off as usize..off as usize + out.len()]);
+            // Cut 50 bytes before the read's end: the rest of that page
+            // reads as zeros, the pages after it fault.
+            b.0.set_len(off + out.len() as u64 - 50).unwrap();
+            let e = read(&b, off, &mut out, verify).unwrap_err();
+            // Verified, the check in place meets the zeros first.
+            let want = if verify {
+                matches!(e, ScError::Checksum(_))
+            } else {
+                matches!(e, ScError::Truncated)
+            };
+            assert!(want, "verify {verify}: {e}");
+        }
+    }
+
+    /// At the end of the mapping there is no next page to touch: the file's
+    /// size is asked instead.
+    #[test]
+    fn a_read_ending_in_the_last_page_checks_the_files_size() {
+        let page = mapped::page_size();
+        let b = block(8 * page + 300);
+        let mut out = vec![0u8; 1000];
+        let off = 8 * page as u64 + 300 - 1000;
+        read(&b, off, &mut out, false).unwrap();
+        assert_eq!(out, b.1[off as usize..]);
+        b.0.set_len(8 * page as u64 + 200).unwrap();
+        let e = read(&b, off, &mut out, false).unwrap_err();
+        assert!(matches!(e, ScError::Io(_)), "{e}");
+    }
 }
