@@ -21,6 +21,16 @@ import java.util.zip.Checksum;
  * window checksums of its committed metadata (the datanode's fine 4 KiB
  * windows where it has them). Guarded by its slot: every read checks the
  * VALID bit before and after.
+ *
+ * <p>Positional reads, not a {@code MappedByteBuffer}: a block file
+ * truncated under a mapping faults (SIGBUS), and the JVM does not make that
+ * a clean read error. Measured with a 64 MiB file truncated under its
+ * mapping: on JDK 17 a bulk copy out of the mapping raises
+ * {@code InternalError} later, outside the read that faulted (in whatever
+ * code the thread runs next); on JDK 17 and 25, {@code CRC32C.update} over
+ * the mapping kills the JVM (the fault is inside the CRC intrinsic). A
+ * positional read of a truncated file returns short, which this class
+ * reports as {@link EOFException}.
  */
 final class LocalBlock {
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
