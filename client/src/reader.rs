@@ -289,9 +289,11 @@ impl KeyReader {
     ) -> Result<()> {
         // The hot path: a descriptor of this block already open and valid
         // is a local replica; read it without ordering the replicas. After
-        // an error the full path below tries again (a checksum mismatch is
-        // met there again and handled there). Off once a replica was found
-        // bad (the full path orders bad replicas last).
+        // an error the full path below tries again. An error that dropped
+        // the descriptor (truncated, invalidated) is counted here, since the
+        // full path opens the block anew and may succeed; any other is met
+        // there again and counted and handled there. Off once a replica
+        // was found bad (the full path orders bad replicas last).
         if let Some(sc) = &self.inner.sc
             && !self.inner.any_bad.load(Ordering::Acquire)
             && let Some(blk) = sc.cached_open(id)
@@ -302,11 +304,11 @@ impl KeyReader {
                     tokio::task::consume_budget().await;
                     return Ok(());
                 }
-                Err(ScError::Checksum(_)) => {}
-                Err(e) => {
+                Err(e @ (ScError::Truncated | ScError::Invalidated)) => {
                     tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
                     sc.fell_back(blk.datanode_id(), &e);
                 }
+                Err(_) => {}
             }
         }
         let mut errors = Vec::new();
