@@ -201,6 +201,15 @@ impl KeyReader {
         self.account_as(local, bytes);
     }
 
+    /// Ends a short-circuit read of `n` bytes: local by definition; and as
+    /// it never waits, the scheduler gets to run other tasks (and timers)
+    /// regularly.
+    async fn short_circuited(&self, n: usize) -> Result<()> {
+        self.account_as(true, n as u64);
+        tokio::task::consume_budget().await;
+        Ok(())
+    }
+
     fn account_as(&self, local: bool, bytes: u64) {
         let s = &self.inner.stats;
         if local {
@@ -299,11 +308,7 @@ impl KeyReader {
             && let Some(blk) = sc.cached_open(id)
         {
             match sc.read(&blk, offset, out, self.verifying_with(verify)) {
-                Ok(()) => {
-                    self.account_as(true, out.len() as u64);
-                    tokio::task::consume_budget().await;
-                    return Ok(());
-                }
+                Ok(()) => return self.short_circuited(out.len()).await,
                 Err(e @ (ScError::Truncated | ScError::Invalidated)) => {
                     tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
                     sc.fell_back(blk.datanode_id(), &e);
@@ -323,14 +328,7 @@ impl KeyReader {
                     Err(e) => Err(e),
                 };
                 match r {
-                    Ok(()) => {
-                        // Short-circuit is local by definition.
-                        self.account_as(true, out.len() as u64);
-                        // A short-circuit read never waits; let the
-                        // scheduler run other tasks (and timers) regularly.
-                        tokio::task::consume_budget().await;
-                        return Ok(());
-                    }
+                    Ok(()) => return self.short_circuited(out.len()).await,
                     Err(ScError::Checksum(c)) => {
                         sc.fell_back(&dn.id, &ScError::Checksum(c.clone()));
                         self.failed(id, dn, ReplicaError::Checksum(c), &mut errors)

@@ -222,6 +222,25 @@ impl WindowShift {
         Some(s)
     }
 
+    /// The CRC of `len` bytes from the checksums `sums` of their
+    /// consecutive windows of `ck` (whole, but for a shorter last one);
+    /// `ck` must be the checksummer this shift was built for.
+    pub fn combine_run(&self, ck: &Checksummer, sums: &[u32], len: u64) -> u32 {
+        let Some((&first, rest)) = sums.split_first() else {
+            return 0;
+        };
+        let tail = len % ck.bytes_per_checksum as u64;
+        let mut crc = first;
+        for (i, &s) in rest.iter().enumerate() {
+            crc = if i + 1 < rest.len() || tail == 0 {
+                self.shift(crc) ^ s
+            } else {
+                ck.combine(crc, s, tail)
+            };
+        }
+        crc
+    }
+
     /// `crc` followed by one window of zero bits, i.e. the first half of
     /// a combine.
     #[inline]
@@ -317,6 +336,17 @@ mod tests {
                     "{kind:?} {bpc}"
                 );
                 assert_eq!(ck.combine(crc, sums[3], 100), ck.checksum(&data));
+                for n in [0, 1, 3] {
+                    let len = (n * bpc as usize).min(data.len());
+                    assert_eq!(
+                        shift.combine_run(&ck, &sums[..n], len as u64),
+                        ck.checksum(&data[..len])
+                    );
+                }
+                assert_eq!(
+                    shift.combine_run(&ck, &sums, data.len() as u64),
+                    ck.checksum(&data)
+                );
             }
         }
         assert!(WindowShift::of(&Checksummer::new(ChecksumType::None, 1).unwrap()).is_none());

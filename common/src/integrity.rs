@@ -61,19 +61,14 @@ pub fn check_fine_against_coarse(
             len,
         });
     }
-    let whole = ck.combine_op(fine_bpc as u64);
+    if coarse.is_empty() {
+        return Ok(());
+    }
+    let fine_ck = Checksummer::new(ck.kind(), fine_bpc)?;
+    let shift = WindowShift::of(&fine_ck).ok_or(ChecksumError::BadType(ck.kind() as i32))?;
     for (i, (&want, group)) in coarse.iter().zip(fine.chunks(per)).enumerate() {
         let start = i as u64 * bpc;
-        let mut acc = group[0];
-        for (j, &f) in group.iter().enumerate().skip(1) {
-            let ws = start + j as u64 * fine_bpc as u64;
-            let wl = (len - ws).min(fine_bpc as u64);
-            acc = if wl == fine_bpc as u64 {
-                ck.combine_with(whole, acc, f)
-            } else {
-                ck.combine(acc, f, wl)
-            };
-        }
+        let acc = shift.combine_run(&fine_ck, group, (len - start).min(bpc));
         if acc != want {
             let window = first_coarse + i as u64;
             return Err(ChecksumError::Mismatch {
@@ -223,42 +218,17 @@ impl BlockChecksums {
         if !self.verifies() {
             return Ok(());
         }
-        let bpc = self.checksummer.bytes_per_checksum() as usize;
         let sums = self.sums_of(w);
-        if data.len() as u64 != w.len() || sums.len() != data.len().div_ceil(bpc) {
+        if data.len() as u64 != w.len() {
             return self.verify_pieces(w, &[data, &[], &[]]);
         }
-        if let (Some(shift), Some((&first, rest))) = (self.shift, sums.split_first()) {
-            let mut want = first;
-            let last = rest.len();
-            for (i, &s) in rest.iter().enumerate() {
-                want = if i + 1 < last || data.len().is_multiple_of(bpc) {
-                    shift.shift(want) ^ s
-                } else {
-                    // A short last window (the block's end).
-                    self.checksummer.combine(want, s, (data.len() % bpc) as u64)
-                };
-            }
-            if self.checksummer.checksum(data) == want {
-                return Ok(());
-            }
+        if let Some(shift) = self.shift
+            && self.checksummer.checksum(data)
+                == shift.combine_run(&self.checksummer, sums, data.len() as u64)
+        {
+            return Ok(());
         }
-        for (i, (window, &want)) in data.chunks(bpc).zip(sums).enumerate() {
-            let got = self.checksummer.checksum(window);
-            if got != want {
-                let offset = w.start + (i * bpc) as u64;
-                return Err(ChecksumError::Mismatch {
-                    window: w.first + i as u64,
-                    offset,
-                    end: offset + window.len() as u64,
-                    expected: want,
-                    actual: got,
-                });
-            }
-        }
-        // Every window matched on its own (the combined CRC cannot differ
-        // then; the windows are what the checksums vouch for).
-        Ok(())
+        self.checksummer.verify(data, w.first, sums)
     }
 
     /// Checks the bytes of `w` given as the concatenation of three pieces

@@ -304,10 +304,7 @@ impl ShortCircuit {
     /// valid and not expired (a stale entry is dropped). Reads that find one
     /// need no datanode lookup: it is local by construction.
     pub fn cached_open(&self, id: &BlockId) -> Option<Arc<ScBlock>> {
-        self.cached_usable(ozone_common::block_key::key_of(id))
-    }
-
-    fn cached_usable(&self, key: Key) -> Option<Arc<ScBlock>> {
+        let key = ozone_common::block_key::key_of(id);
         let b = self.cached(key)?;
         if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
             self.stats.cache_hits.add(1);
@@ -328,10 +325,10 @@ impl ShortCircuit {
         id: &BlockId,
         token: &[u8],
     ) -> Result<Arc<ScBlock>, ScError> {
-        let key = ozone_common::block_key::key_of(id);
-        if let Some(b) = self.cached_usable(key) {
+        if let Some(b) = self.cached_open(id) {
             return Ok(b);
         }
+        let key = ozone_common::block_key::key_of(id);
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         let conn = self.conn(dn).await?;
         let (data, slot, file) = conn.get_block(id, token).await?;
@@ -394,7 +391,8 @@ impl ShortCircuit {
                     // opens the block again, with a new mapping.
                     self.remove(ozone_common::block_key::key_of(&b.id));
                 }
-                if r? {
+                r?;
+                if verify {
                     self.stats.checksummed_bytes.add(windows.len());
                 }
                 self.stats.mapped_bytes.add(out.len() as u64);
@@ -430,7 +428,7 @@ impl ShortCircuit {
 /// the copy the first byte of the page after the read is touched under the
 /// guard: if the end of file now lies in the read's last page, that next
 /// page is wholly past it and faults. A read ending in the mapping's last
-/// page checks the file's size instead. Returns whether it verified.
+/// page checks the file's size instead.
 fn mapped_read(
     map: &mapped::Mapping,
     file: &File,
@@ -439,7 +437,7 @@ fn mapped_read(
     offset: u64,
     out: &mut [u8],
     verify: bool,
-) -> Result<bool, ScError> {
+) -> Result<(), ScError> {
     let (o, len) = (offset as usize, out.len());
     let (ws, we) = (w.start as usize, w.end as usize);
     let next_page = (o + len).next_multiple_of(mapped::page_size());
@@ -474,7 +472,7 @@ fn mapped_read(
             )));
         }
     }
-    Ok(verify)
+    Ok(())
 }
 
 /// Asks the CPU to bring `b`'s cache line in while other work runs (a hint:
@@ -514,7 +512,7 @@ mod tests {
         off: u64,
         out: &mut [u8],
         verify: bool,
-    ) -> Result<bool, ScError> {
+    ) -> Result<(), ScError> {
         let w = sums.covering(off, out.len() as u64).unwrap();
         mapped_read(map, f, sums, w, off, out, verify)
     }
@@ -529,7 +527,7 @@ mod tests {
             let b = block(64 * page);
             let mut out = vec![0u8; 3 * page];
             let off = 10 * page as u64 + 100;
-            assert_eq!(read(&b, off, &mut out, verify).unwrap(), verify);
+            read(&b, off, &mut out, verify).unwrap();
             assert_eq!(out, b.1[off as usize..off as usize + out.len()]);
             // Cut 50 bytes before the read's end: the rest of that page
             // reads as zeros, the pages after it fault.
