@@ -3,8 +3,11 @@
 //! checksum} x {verify on, off}, plus reads through a sidecar (gRPC over its
 //! UNIX socket) and through sidecar pass-through (descriptors relayed to
 //! the application), beside raw `pread` of the very block files, all in one
-//! run on one local cluster. Prints a markdown table (ratios to raw pread)
-//! and optionally JSON.
+//! run on one local cluster. The paths of one setting are measured in the
+//! same rounds, each round also timing raw `pread` (and, verify on, the
+//! mmap CRC32C + copy primitive), so ratios compare what ran side by side.
+//! Prints a markdown table (ratios to raw pread), the short-circuit targets
+//! (medians of per-round ratios) and optionally JSON.
 //!
 //! `cargo run --release -p ozone-bench -- [--keys 16] [--key-mib 64] [--json out.json]`
 
@@ -58,8 +61,8 @@ enum Cmd {
     #[command(after_help = "Example: ozone-bench write --mib 1024 --json write.json")]
     Write(write::WriteArgs),
     /// The primitives under the short-circuit path, alone: `pread` vs a
-    /// copy from a mapping, each with and without CRC32C of the covering
-    /// 4 KiB windows, and CRC32C throughput by window size.
+    /// copy from a mapping, each with and without one CRC32C pass over the
+    /// bytes read, and CRC32C throughput by window size.
     #[command(after_help = "Example: ozone-bench primitives --mib 512 --threads 2")]
     Primitives {
         /// File size in MiB (created in a temporary directory).
@@ -113,6 +116,29 @@ struct Row {
     verify: bool,
     ops: f64,
     disk_reads_kib: u64,
+    /// This row's ops/s per round, and the raw `pread` and (verified
+    /// settings) primitive ops/s of the same rounds.
+    rounds: Vec<f64>,
+    raw_rounds: Vec<f64>,
+    prim_rounds: Vec<f64>,
+}
+
+impl Row {
+    /// A row of one contender measured in a group's rounds.
+    fn of(c: &Contender, bpc: u32, verify: bool, raw: &[f64], prim: &[f64]) -> Self {
+        Row {
+            raw_ops: median(raw.to_vec()),
+            name: row_name(c.path, bpc, verify),
+            path: c.path,
+            bpc,
+            verify,
+            ops: median(c.rounds.clone()),
+            disk_reads_kib: c.disk,
+            rounds: c.rounds.clone(),
+            raw_rounds: raw.to_vec(),
+            prim_rounds: prim.to_vec(),
+        }
+    }
 }
 
 fn pgpgin() -> u64 {
@@ -195,16 +221,18 @@ async fn client_round<R: KeyRead + 'static>(
     a: &Args,
     secs: f64,
 ) -> anyhow::Result<f64> {
-    // Each reader checks its own deadline: no reliance on timers.
-    let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
+    // A thread, not a timer, ends the round (as in `timed_round`): the
+    // readers never wait, so they check one flag per read.
+    let stop = Arc::new(AtomicBool::new(false));
     let len = a.read_kib << 10;
     let mut tasks = Vec::new();
     for _ in 0..a.threads {
         let readers = readers.to_vec();
+        let stop = stop.clone();
         tasks.push(tokio::spawn(async move {
             let mut buf = vec![0u8; len];
             let mut n = 0u64;
-            while std::time::Instant::now() < deadline {
+            while !stop.load(Ordering::Relaxed) {
                 let (i, off) = {
                     let mut rng = rand::rng();
                     let i = rng.random_range(0..readers.len());
@@ -216,27 +244,33 @@ async fn client_round<R: KeyRead + 'static>(
             anyhow::Ok(n)
         }));
     }
+    let timer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
     let mut total = 0;
     for t in tasks {
         total += t.await??;
     }
+    timer.join().ok();
     Ok(total as f64 / secs)
 }
 
-/// One row: the keys opened through `access`, then rounds of its reads
-/// interleaved with raw `pread` rounds of the same files (the ratio compares
-/// measurements taken side by side). Returns the client's ops/s per round,
-/// raw ops/s per round, and KiB read from disk during the client's rounds.
-async fn measure<A: KeyAccess>(
+/// Open readers of the benchmark's keys, through a client or a sidecar.
+enum Readers {
+    Direct(Vec<Arc<<Client as KeyAccess>::Reader>>),
+    Sidecar(Vec<Arc<<SidecarClient as KeyAccess>::Reader>>),
+}
+
+async fn open_readers<A: KeyAccess>(
     access: &A,
     bucket: &str,
     verify: bool,
     a: &Args,
-    (all_files, raw_files): (&[PathBuf], &[(std::fs::File, u64)]),
-) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64)>
-where
-    A::Reader: 'static,
-{
+) -> anyhow::Result<Vec<Arc<A::Reader>>> {
     let mut readers = Vec::new();
     for k in 0..a.keys {
         let r = access
@@ -247,20 +281,60 @@ where
             .await?;
         readers.push(Arc::new(r));
     }
+    Ok(readers)
+}
+
+impl Readers {
+    async fn round(&self, a: &Args, secs: f64) -> anyhow::Result<f64> {
+        match self {
+            Readers::Direct(r) => client_round(r, a, secs).await,
+            Readers::Sidecar(r) => client_round(r, a, secs).await,
+        }
+    }
+}
+
+/// One read path of a setting: its readers, and its ops/s per round.
+struct Contender {
+    path: &'static str,
+    /// The client the readers came from (for its counters), if direct.
+    client: Option<Client>,
+    readers: Readers,
+    rounds: Vec<f64>,
+    /// KiB read from disk during its rounds.
+    disk: u64,
+}
+
+/// The rounds of one setting: in each, a raw `pread` round, with
+/// `primitive` a round of mmap CRC32C + copy, then one round of every
+/// contender, so each ratio compares measurements taken side by side.
+/// Returns raw ops/s per round and primitive ops/s per round.
+async fn measure_group(
+    contenders: &mut [Contender],
+    primitive: Option<&Mapped>,
+    a: &Args,
+    (all_files, raw_files): (&[PathBuf], &[(std::fs::File, u64)]),
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let len = a.read_kib << 10;
     warm(all_files);
-    client_round(&readers, a, a.seconds.min(1.0)).await?;
-    let mut r = Vec::new();
-    let mut raw_r = Vec::new();
-    let mut disk = 0;
+    for c in contenders.iter() {
+        c.readers.round(a, a.seconds.min(1.0)).await?;
+    }
+    let (mut raw_r, mut prim_r) = (Vec::new(), Vec::new());
     for _ in 0..a.rounds {
         warm(all_files);
         raw_r.push(raw_round(raw_files, a, a.seconds));
-        warm(all_files);
-        let before = pgpgin();
-        r.push(client_round(&readers, a, a.seconds).await?);
-        disk += pgpgin() - before;
+        if let Some(maps) = primitive {
+            warm(all_files);
+            prim_r.push(mapped_round(maps, a.threads, len, a.seconds, true));
+        }
+        for c in contenders.iter_mut() {
+            warm(all_files);
+            let before = pgpgin();
+            c.rounds.push(c.readers.round(a, a.seconds).await?);
+            c.disk += pgpgin() - before;
+        }
     }
-    Ok((r, raw_r, disk))
+    Ok((raw_r, prim_r))
 }
 
 /// A local cluster holding the benchmark's keys: one bucket per bytes per
@@ -446,8 +520,9 @@ impl Drop for Mapped {
 }
 
 /// Reads of `len` bytes at random offsets, `threads` OS threads, as copies
-/// out of the mappings; with `crc`, CRC32C over the covering 4 KiB windows
-/// first. Returns ops/s.
+/// out of the mappings; with `crc`, first one CRC32C pass over the covering
+/// 4 KiB windows (the least a verified read does: one pass over the bytes
+/// its checksums cover, one copy). Returns ops/s.
 fn mapped_round(maps: &Mapped, threads: usize, len: usize, secs: f64, crc: bool) -> f64 {
     use ozone_common::checksum::Checksummer;
     const WIN: usize = 4 << 10;
@@ -461,58 +536,68 @@ fn mapped_round(maps: &Mapped, threads: usize, len: usize, secs: f64, crc: bool)
         if crc {
             let ws = off / WIN * WIN;
             let we = ((off + len).div_ceil(WIN) * WIN).min(size);
-            for w in map[ws..we].chunks(WIN) {
-                acc ^= ck.checksum(w);
-            }
+            acc = ck.checksum(&map[ws..we]);
         }
         out.copy_from_slice(&map[off..off + len]);
         acc
     })
 }
 
-/// The short-circuit targets, from the rows of one run: each ratio is of
-/// two rows measured beside their own raw rounds.
+/// The short-circuit targets, from the rows of one run. Each is the
+/// median over rounds of a ratio of measurements taken in the same round
+/// (a row's rounds are interleaved with raw `pread`, the primitive, and
+/// the other paths of its setting), so a slow or fast moment of a shared
+/// machine moves both sides of a ratio.
 fn targets(rows: &[Row]) -> Vec<(String, f64, &'static str)> {
-    let ratio = |path: &str, bpc: Option<u32>, verify: bool| {
+    let row = |path: &str, bpc: u32, verify: bool| {
         rows.iter()
-            .find(|r| r.path == path && r.verify == verify && bpc.is_none_or(|b| r.bpc == b))
-            .map(|r| r.ops / r.raw_ops)
+            .find(|r| r.path == path && r.verify == verify && r.bpc == bpc)
+    };
+    let paired = |x: &[f64], y: &[f64], f: &dyn Fn(f64, f64) -> f64| {
+        (!x.is_empty() && x.len() == y.len())
+            .then(|| median(x.iter().zip(y).map(|(x, y)| f(*x, *y)).collect()))
     };
     let mut out = Vec::new();
-    let prim = ratio("mmap-crc", None, true);
     for r in rows.iter().filter(|r| r.path == "sc") {
         let size = row_name("", r.bpc, r.verify);
         let size = size.split(", ").nth(1).unwrap_or_default().to_string();
-        let own = r.ops / r.raw_ops;
         if r.verify {
-            if let Some(p) = prim {
+            if let Some(v) = paired(&r.rounds, &r.prim_rounds, &|c, p| c / p) {
                 out.push((
                     format!("short-circuit verify on, {size}: ratio over mmap CRC32C + copy"),
-                    own / p,
+                    v,
                     ">= 0.95",
                 ));
             }
-        } else {
+        } else if let Some(v) = paired(&r.rounds, &r.raw_rounds, &|c, p| c / p) {
             out.push((
                 format!("short-circuit verify off, {size}: ratio to raw pread"),
-                own,
+                v,
                 ">= 1.10",
             ));
         }
     }
     for verify in [true, false] {
         if let (Some(pt), Some(sc)) = (
-            ratio("passthrough", Some(16 << 10), verify),
-            ratio("sc", Some(16 << 10), verify),
+            row("passthrough", 16 << 10, verify),
+            row("sc", 16 << 10, verify),
         ) {
-            out.push((
-                format!(
-                    "pass-through minus short-circuit, 16 KiB, verify {}",
-                    if verify { "on" } else { "off" }
-                ),
-                pt - sc,
-                ">= -0.05",
-            ));
+            let diff: Vec<f64> = pt
+                .rounds
+                .iter()
+                .zip(&sc.rounds)
+                .map(|(p, s)| p - s)
+                .collect();
+            if let Some(v) = paired(&diff, &sc.raw_rounds, &|d, raw| d / raw) {
+                out.push((
+                    format!(
+                        "pass-through minus short-circuit, 16 KiB, verify {}",
+                        if verify { "on" } else { "off" }
+                    ),
+                    v,
+                    ">= -0.05",
+                ));
+            }
         }
     }
     out
@@ -563,19 +648,19 @@ async fn tls_rows(a: &Args, dir: &std::path::Path, rows: &mut Vec<Row>) -> anyho
     for (bpc, bucket) in &s.per_bpc {
         for verify in [true, false] {
             let c = s.client(*bpc, false)?.with_verify_checksum(verify);
-            let (r, raw_r, disk) =
-                measure(&c, bucket, verify, a, (&s.all_files, &s.raw_files)).await?;
-            let name = row_name("grpc-tls", *bpc, verify);
-            eprintln!("{name}: {:.0} ops/s", median(r.clone()));
-            rows.push(Row {
-                raw_ops: median(raw_r),
-                name,
+            let readers = Readers::Direct(open_readers(&c, bucket, verify, a).await?);
+            let mut group = [Contender {
                 path: "grpc-tls",
-                bpc: *bpc,
-                verify,
-                ops: median(r),
-                disk_reads_kib: disk,
-            });
+                client: Some(c),
+                readers,
+                rounds: Vec::new(),
+                disk: 0,
+            }];
+            let (raw, prim) =
+                measure_group(&mut group, None, a, (&s.all_files, &s.raw_files)).await?;
+            let row = Row::of(&group[0], *bpc, verify, &raw, &prim);
+            eprintln!("{}: {:.0} ops/s", row.name, row.ops);
+            rows.push(row);
         }
     }
     s.cluster.stop().await;
@@ -609,20 +694,23 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         r.push(raw_round(raw_files, &a, a.seconds));
         disk += pgpgin() - before;
     }
-    let raw_all = median(r.clone());
     rows.push(Row {
-        raw_ops: raw_all,
+        raw_ops: median(r.clone()),
         name: "raw pread of the block files".into(),
         path: "raw",
         bpc: 0,
         verify: false,
-        ops: median(r),
+        ops: median(r.clone()),
         disk_reads_kib: disk,
+        raw_rounds: r.clone(),
+        rounds: r,
+        prim_rounds: Vec::new(),
     });
 
     // The limit of a verified short-circuit read on this CPU: the same
     // reads as copies out of mappings of the block files, with and without
-    // CRC32C of the covering 4 KiB windows (the datanode's fine checksums).
+    // one CRC32C pass over the covering 4 KiB windows (the datanode's fine
+    // checksums).
     let maps = Mapped::of(raw_files)?;
     for crc in [false, true] {
         let mut r = Vec::new();
@@ -636,7 +724,7 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             r.push(mapped_round(&maps, a.threads, len, a.seconds, crc));
         }
         rows.push(Row {
-            raw_ops: median(raw_r),
+            raw_ops: median(raw_r.clone()),
             name: if crc {
                 "mmap CRC32C + copy of the block files (primitive)".into()
             } else {
@@ -645,70 +733,87 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             path: if crc { "mmap-crc" } else { "mmap" },
             bpc: 0,
             verify: crc,
-            ops: median(r),
+            ops: median(r.clone()),
             disk_reads_kib: 0,
+            rounds: r,
+            raw_rounds: raw_r,
+            prim_rounds: Vec::new(),
         });
     }
-    drop(maps);
 
-    for path in ["grpc", "sc", "sc-pread", "sidecar", "passthrough"] {
-        if !a.paths.split(',').any(|p| p == path) {
-            continue;
-        }
-        for (bpc, bucket) in per_bpc {
-            // Through the sidecar: its own (default) 16 KiB setting only.
-            if (path == "sidecar" || path == "passthrough") && *bpc != 16 << 10 {
-                continue;
-            }
-            for verify in [true, false] {
-                let c = match path {
-                    "passthrough" => s.client_in(*bpc, relay.as_deref())?,
-                    "sc-pread" => s.client_with(
-                        *bpc,
-                        Some(&s.sockets),
-                        &[(ozone_common::config::SHORT_CIRCUIT_MMAP.name, "false")],
-                    )?,
-                    _ => s.client(*bpc, path == "sc")?,
+    // Every path of one setting is measured in the same rounds.
+    for (bpc, bucket) in per_bpc {
+        for verify in [true, false] {
+            let mut group = Vec::new();
+            for path in ["grpc", "sc", "sc-pread", "sidecar", "passthrough"] {
+                // Through the sidecar: its own (default) 16 KiB setting only.
+                if !a.paths.split(',').any(|p| p == path)
+                    || ((path == "sidecar" || path == "passthrough") && *bpc != 16 << 10)
+                {
+                    continue;
                 }
-                .with_verify_checksum(verify);
-                let files = (&all_files[..], &raw_files[..]);
-                let (r, raw_r, disk) = if path == "sidecar" {
+                let (client, readers) = if path == "sidecar" {
                     let s = sidecar.as_ref().context("sidecar")?;
                     let sc = SidecarClient::unix(&s.socket)?;
-                    measure(&sc, bucket, verify, &a, files).await?
+                    let r = open_readers(&sc, bucket, verify, &a).await?;
+                    (None, Readers::Sidecar(r))
                 } else {
-                    measure(&c, bucket, verify, &a, files).await?
+                    let c = match path {
+                        "passthrough" => s.client_in(*bpc, relay.as_deref())?,
+                        "sc-pread" => s.client_with(
+                            *bpc,
+                            Some(&s.sockets),
+                            &[(ozone_common::config::SHORT_CIRCUIT_MMAP.name, "false")],
+                        )?,
+                        _ => s.client(*bpc, path == "sc")?,
+                    }
+                    .with_verify_checksum(verify);
+                    let r = open_readers(&c, bucket, verify, &a).await?;
+                    (Some(c), Readers::Direct(r))
                 };
-                let s = c.stats();
-                let mapped = matches!(path, "sc" | "passthrough");
-                if (mapped || path == "sc-pread") && (s.short_circuit_mapped_bytes > 0) != mapped {
-                    bail!(
-                        "{path}: {} of {} short-circuit bytes came from mappings",
-                        s.short_circuit_mapped_bytes,
-                        s.short_circuit_bytes
-                    );
-                }
-                if (mapped || path == "sc-pread") && s.short_circuit_fallbacks > 0 {
-                    eprintln!(
-                        "warning: {} short-circuit fallbacks: {:?}",
-                        s.short_circuit_fallbacks,
-                        c.short_circuit_fallbacks()
-                    );
-                }
-                let name = row_name(path, *bpc, verify);
-                eprintln!("{name}: {:.0} ops/s", median(r.clone()));
-                rows.push(Row {
-                    raw_ops: median(raw_r),
-                    name,
+                group.push(Contender {
                     path,
-                    bpc: *bpc,
-                    verify,
-                    ops: median(r),
-                    disk_reads_kib: disk,
+                    client,
+                    readers,
+                    rounds: Vec::new(),
+                    disk: 0,
                 });
+            }
+            if group.is_empty() {
+                continue;
+            }
+            let prim = (verify && group.iter().any(|c| c.path == "sc")).then_some(&maps);
+            let (raw, prim) =
+                measure_group(&mut group, prim, &a, (&all_files[..], &raw_files[..])).await?;
+            for c in &group {
+                if let Some(client) = &c.client {
+                    let st = client.stats();
+                    let mapped = matches!(c.path, "sc" | "passthrough");
+                    if (mapped || c.path == "sc-pread")
+                        && (st.short_circuit_mapped_bytes > 0) != mapped
+                    {
+                        bail!(
+                            "{}: {} of {} short-circuit bytes came from mappings",
+                            c.path,
+                            st.short_circuit_mapped_bytes,
+                            st.short_circuit_bytes
+                        );
+                    }
+                    if (mapped || c.path == "sc-pread") && st.short_circuit_fallbacks > 0 {
+                        eprintln!(
+                            "warning: {} short-circuit fallbacks: {:?}",
+                            st.short_circuit_fallbacks,
+                            client.short_circuit_fallbacks()
+                        );
+                    }
+                }
+                let row = Row::of(c, *bpc, verify, &raw, &prim);
+                eprintln!("{}: {:.0} ops/s", row.name, row.ops);
+                rows.push(row);
             }
         }
     }
+    drop(maps);
     s.cluster.stop().await;
     if a.paths.split(',').any(|p| p == "grpc-tls") {
         tls_rows(&a, &dir.path().join("tls"), &mut rows).await?;
@@ -765,6 +870,9 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                 "ratio_to_raw": r.ops / r.raw_ops,
                 "raw_pread_ops_per_sec": r.raw_ops,
                 "disk_reads_kib": r.disk_reads_kib,
+                "ops_per_round": r.rounds,
+                "raw_pread_ops_per_round": r.raw_rounds,
+                "primitive_ops_per_round": r.prim_rounds,
             })).collect::<Vec<_>>(),
         });
         std::fs::write(p, serde_json::to_string_pretty(&json)?)?;
@@ -844,9 +952,7 @@ fn primitives(size: usize, threads: usize) -> anyhow::Result<()> {
             file.read_exact_at(out, off as u64).expect("pread");
             let mut acc = 0u32;
             if crc {
-                for w in out.chunks(WIN) {
-                    acc ^= ck.checksum(w);
-                }
+                acc = ck.checksum(out);
             }
             acc
         });

@@ -467,6 +467,83 @@ async fn open_close_cycles_and_garbage_leak_nothing() {
     tc.cluster.stop().await;
 }
 
+/// The datanode's gauge of short-circuit slots granted and not released.
+async fn slots_in_use(c: &LocalCluster, i: usize) -> i64 {
+    let m = reqwest_metrics(c, i).await;
+    m.lines()
+        .find_map(|l| l.strip_prefix("ozone_datanode_sc_slots "))
+        .unwrap_or_else(|| panic!("no sc_slots gauge in {m}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Streams hold the descriptor they last read beyond the cache's size, and
+/// a slot goes back to the datanode when its last holder lets go: with
+/// four streams over four keys and a cache of two, the datanode's slots
+/// settle at the cache's two once the streams are dropped, and the client
+/// holds no more descriptors than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_descriptors_give_their_slots_back() {
+    let tc = cluster(3, &[]).await;
+    let c = &tc.cluster;
+    let w = client(c, Some("node1"), &[]);
+    bucket(&w).await;
+    for k in 0..4u64 {
+        put(&w, &format!("k{k}"), &data::bytes(k, 100_000), 1 << 20).await;
+    }
+    let me = std::process::id();
+    let sc = sc_client(
+        c,
+        "node1",
+        &["ozone.client.read.short-circuit.cache.size=2"],
+    );
+    let fds_before = fd_count(me);
+    let mut readers = Vec::new();
+    for k in 0..4u64 {
+        readers.push(
+            sc.open_key(KeyPath::new("vol", "bucket", &format!("k{k}")))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut buf = vec![0u8; 4096];
+    for round in 0..20u64 {
+        for (k, r) in readers.iter().enumerate() {
+            let off = (round * 4099 + k as u64 * 17) % 90_000;
+            r.read_exact_at(off, &mut buf).await.unwrap();
+            assert_eq!(buf, data::bytes(k as u64, 100_000)[off as usize..][..4096]);
+        }
+    }
+    let st = sc.stats();
+    assert_eq!(st.short_circuit_bytes, 20 * 4 * 4096, "{st:?}");
+    assert_eq!(sc.cached_block_fds(), 2);
+    // While the streams live: the cache's two plus at most one per stream.
+    let held = slots_in_use(c, 0).await;
+    assert!(
+        (2..=6).contains(&held),
+        "slots in use with streams open: {held}"
+    );
+    drop(readers);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = slots_in_use(c, 0).await;
+        if n == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots in use stuck at {n}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Two descriptors (and mappings, which hold no fd) remain; this process
+    // runs other tests as threads, so a small margin.
+    assert!(
+        fd_count(me) <= fds_before + 2 + 8,
+        "{fds_before} -> {}",
+        fd_count(me)
+    );
+    tc.cluster.stop().await;
+}
+
 /// Fetches a datanode's /metrics over plain HTTP.
 async fn reqwest_metrics(c: &LocalCluster, i: usize) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

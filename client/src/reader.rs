@@ -22,7 +22,7 @@ use crate::api::KeyRead;
 use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::replicas::{Ordered, order_replicas};
-use crate::shortcircuit::ScError;
+use crate::shortcircuit::{HeldBlock, ScError};
 
 /// An open key; each reader has its own verify-checksum switch. Clones
 /// share the client and may differ in that switch.
@@ -36,6 +36,9 @@ pub struct KeyReader {
     path: Arc<[String; 3]>,
     /// Tokens fetched again after the opening ones expired.
     fresh: Arc<FreshTokens>,
+    /// The short-circuit descriptor last read of each block, shared by
+    /// clones.
+    held: Arc<[HeldBlock]>,
 }
 
 /// Block tokens expire (`hdds.block.token.expiry.time`, 24 h) while readers
@@ -72,6 +75,7 @@ impl KeyReader {
         };
         Ok(Self {
             inner,
+            held: key.blocks.iter().map(|_| HeldBlock::default()).collect(),
             key,
             checksum,
             verify,
@@ -163,7 +167,7 @@ impl KeyReader {
             let pos = offset + done as u64;
             let in_block = pos - b.offset;
             let n = ((b.length - in_block) as usize).min(len - done);
-            self.read_block(b, in_block, &mut buf[done..done + n], verify)
+            self.read_block(b, &self.held[i], in_block, &mut buf[done..done + n], verify)
                 .await?;
             done += n;
             i += 1;
@@ -258,6 +262,7 @@ impl KeyReader {
     async fn read_block(
         &self,
         b: &KeyBlock,
+        held: &HeldBlock,
         offset: u64,
         out: &mut [u8],
         verify: bool,
@@ -269,14 +274,17 @@ impl KeyReader {
         let fresh = self.fresh_token(id);
         let token = fresh.as_deref().unwrap_or(&b.token);
         match self
-            .read_block_with(b, id, token, offset, out, verify)
+            .read_block_with(b, held, id, token, offset, out, verify)
             .await
         {
             Err(ClientError::AllReplicasFailed { errors, .. })
                 if errors.contains(EXPIRED_MESSAGE) =>
             {
                 match self.refresh_tokens(id).await? {
-                    Some(t) => self.read_block_with(b, id, &t, offset, out, verify).await,
+                    Some(t) => {
+                        self.read_block_with(b, held, id, &t, offset, out, verify)
+                            .await
+                    }
                     None => Err(ClientError::AllReplicasFailed {
                         block: id.display(),
                         errors: format!("{errors}; the key no longer has this block"),
@@ -287,9 +295,11 @@ impl KeyReader {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn read_block_with(
         &self,
         b: &KeyBlock,
+        held: &HeldBlock,
         id: &BlockId,
         token: &[u8],
         offset: u64,
@@ -297,24 +307,18 @@ impl KeyReader {
         verify: bool,
     ) -> Result<()> {
         // The hot path: a descriptor of this block already open and valid
-        // is a local replica; read it without ordering the replicas. After
-        // an error the full path below tries again. An error that dropped
-        // the descriptor (truncated, invalidated) is counted here, since the
-        // full path opens the block anew and may succeed; any other is met
-        // there again and counted and handled there. Off once a replica
-        // was found bad (the full path orders bad replicas last).
+        // (held by this stream, or cached) is a local replica; read it
+        // without ordering the replicas. After an error the full path below
+        // tries again. An error that dropped the descriptor (truncated,
+        // invalidated) is counted by `read_held`, since the full path opens
+        // the block anew and may succeed; any other is met there again and
+        // counted and handled there. Off once a replica was found bad (the
+        // full path orders bad replicas last).
         if let Some(sc) = &self.inner.sc
             && !self.inner.any_bad.load(Ordering::Acquire)
-            && let Some(blk) = sc.cached_open(id)
+            && let Some(Ok(())) = sc.read_held(held, id, offset, out, self.verifying_with(verify))
         {
-            match sc.read(&blk, offset, out, self.verifying_with(verify)) {
-                Ok(()) => return self.short_circuited(out.len()).await,
-                Err(e @ (ScError::Truncated | ScError::Invalidated)) => {
-                    tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
-                    sc.fell_back(blk.datanode_id(), &e);
-                }
-                Err(_) => {}
-            }
+            return self.short_circuited(out.len()).await;
         }
         let mut errors = Vec::new();
         for dn in self.replicas(b, id).iter() {
@@ -515,14 +519,15 @@ impl KeyRead for KeyReader {
     async fn copy_to<W: AsyncWrite + Unpin + Send>(&self, w: &mut W) -> Result<u64> {
         let mut total = 0u64;
         let mut buf: Vec<u8> = Vec::new();
-        for b in &self.key.blocks {
+        for (b, held) in self.key.blocks.iter().zip(self.held.iter()) {
             if b.replicas.iter().any(|r| self.sc_local(&r.id)) {
                 // A local replica: positional short-circuit reads in pieces.
                 buf.resize((4 << 20).min(b.length as usize), 0);
                 let mut pos = 0u64;
                 while pos < b.length {
                     let n = ((b.length - pos) as usize).min(buf.len());
-                    self.read_block(b, pos, &mut buf[..n], self.verify).await?;
+                    self.read_block(b, held, pos, &mut buf[..n], self.verify)
+                        .await?;
                     w.write_all(&buf[..n]).await.map_err(ClientError::Output)?;
                     pos += n as u64;
                 }

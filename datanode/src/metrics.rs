@@ -44,6 +44,8 @@ pub struct Metrics {
     pub sc_connections: Gauge,
     /// Block fds handed out over the short-circuit socket.
     pub sc_opens: Counter,
+    /// Short-circuit slots granted and not yet released by their clients.
+    pub sc_slots: Gauge,
     /// Short-circuit requests or connections refused, by reason.
     pub sc_refusals: Family<ReasonLabel, Counter>,
     /// Short-circuit slots invalidated by block deletion.
@@ -144,6 +146,11 @@ impl Metrics {
             "sc_opens",
             "Block fds handed out over the short-circuit socket",
             self.sc_opens.clone(),
+        );
+        r.register(
+            "sc_slots",
+            "Short-circuit slots granted and not yet released",
+            self.sc_slots.clone(),
         );
         r.register(
             "sc_refusals",

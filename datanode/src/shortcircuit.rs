@@ -258,6 +258,7 @@ async fn handle(ctx: &ScContext, stream: UnixStream) {
         serve_requests(ctx, &stream, conn).await;
     }
     slots.remove_connection(conn);
+    ctx.metrics.sc_slots.set(slots.in_use() as i64);
 }
 
 async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
@@ -300,6 +301,7 @@ async fn serve_requests(ctx: &ScContext, stream: &UnixStream, conn: u64) {
                 return;
             }
         };
+        ctx.metrics.sc_slots.set(ctx.store.slots().in_use() as i64);
         if sent.is_err() {
             return;
         }

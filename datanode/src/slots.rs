@@ -167,6 +167,7 @@ struct RegistryState {
 pub struct SlotRegistry {
     state: Mutex<RegistryState>,
     invalidated: AtomicU64,
+    in_use: AtomicU64,
 }
 
 impl SlotRegistry {
@@ -197,6 +198,7 @@ impl SlotRegistry {
             .clone();
         let slot = seg.allocate(key).ok_or(GrantError::NoSlot(seg.slots()))?;
         st.by_block.entry(key).or_default().insert((conn, slot));
+        self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(slot)
     }
 
@@ -211,6 +213,7 @@ impl SlotRegistry {
         }
         match seg.release(slot) {
             Some(key) => {
+                self.in_use.fetch_sub(1, Ordering::Relaxed);
                 if let Some(set) = st.by_block.get_mut(&key) {
                     set.remove(&(conn, slot));
                     if set.is_empty() {
@@ -230,6 +233,7 @@ impl SlotRegistry {
             return;
         };
         let used: Vec<(u32, BlockKey)> = seg.state.lock().expect("lock").used.drain().collect();
+        self.in_use.fetch_sub(used.len() as u64, Ordering::Relaxed);
         for (slot, key) in used {
             seg.clear(slot);
             if let Some(set) = st.by_block.get_mut(&key) {
@@ -270,6 +274,11 @@ impl SlotRegistry {
         self.invalidated.load(Ordering::Relaxed)
     }
 
+    /// Slots granted and not yet released, over every connection.
+    pub fn in_use(&self) -> u64 {
+        self.in_use.load(Ordering::Relaxed)
+    }
+
     /// Open connections.
     pub fn connections(&self) -> usize {
         self.state.lock().expect("lock").segments.len()
@@ -289,6 +298,7 @@ mod tests {
         let b = reg.grant(c, (1, 2)).unwrap();
         assert_eq!(reg.grant(c, (1, 3)), Err(GrantError::NoSlot(2)));
         assert!(seg.is_valid(a) && seg.is_valid(b));
+        assert_eq!(reg.in_use(), 2);
         assert_eq!(reg.invalidate(&[(1, 1)]), 1);
         assert!(!seg.is_valid(a));
         assert!(seg.is_valid(b));
@@ -298,9 +308,12 @@ mod tests {
         assert!(reg.release(c, a));
         assert!(!reg.release(c, a), "double release is refused");
         assert!(!reg.release(c, 99));
+        assert_eq!(reg.in_use(), 1, "only the granted release counts");
         let again = reg.grant(c, (1, 4)).unwrap();
         assert_eq!(again, a);
+        assert_eq!(reg.in_use(), 2);
         reg.remove_connection(c);
+        assert_eq!(reg.in_use(), 0);
         assert!(!seg.is_valid(b) && !seg.is_valid(again));
         assert_eq!(reg.connections(), 0);
         assert_eq!(reg.grant(c, (1, 5)), Err(GrantError::NoConnection));

@@ -68,6 +68,15 @@ impl<K: Hash + Eq + Copy, V: Clone> LruCache<K, V> {
         self.map.remove(key).map(|(v, _)| v)
     }
 
+    /// Removes `key`'s entry if `pred` accepts its value.
+    pub(crate) fn remove_if(&mut self, key: &K, pred: impl FnOnce(&V) -> bool) -> Option<V> {
+        if pred(&self.map.get(key)?.0) {
+            self.remove(key)
+        } else {
+            None
+        }
+    }
+
     /// Removes the entries `keep` refuses; returns them.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) -> Vec<V> {
         let gone: Vec<K> = self
@@ -126,6 +135,7 @@ mod tests {
         let mut odd = c.retain(|v| v % 20 == 0);
         odd.sort();
         assert_eq!(odd, vec![10, 30, 50]);
+        assert_eq!(c.remove_if(&2, |v| *v == 21), None, "kept: refused");
         assert_eq!(c.remove(&2), Some(20));
         assert_eq!(c.remove(&2), None);
         let mut rest = c.drain();

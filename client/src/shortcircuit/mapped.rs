@@ -315,12 +315,20 @@ mod tests {
         let m = Mapping::new(f.as_file(), data.len() as u64).unwrap();
         f.as_file().set_len(10_000).unwrap();
         let mut out = vec![0u8; 64 << 10];
-        let r = m.read_guarded(|s| out.copy_from_slice(&s[500_000..500_000 + (64 << 10)]));
+        let r = m.read_guarded(|s| {
+            // black_box: an optimised build would drop a copy never read.
+            out.copy_from_slice(&s[500_000..500_000 + (64 << 10)]);
+            std::hint::black_box(&out);
+        });
         assert!(matches!(r, Err(MappedError::Fault)), "{r:?}");
         // The handler is still in place for the next fault, on another
         // mapping of the same file.
         let m2 = Mapping::new(f.as_file(), data.len() as u64).unwrap();
-        let r = m2.read_guarded(|s| out.copy_from_slice(&s[200_000..200_000 + (64 << 10)]));
+        let r = m2.read_guarded(|s| {
+            // black_box: an optimised build would drop a copy never read.
+            out.copy_from_slice(&s[200_000..200_000 + (64 << 10)]);
+            std::hint::black_box(&out);
+        });
         assert!(matches!(r, Err(MappedError::Fault)));
         // Damaged now: even a read of the surviving part is refused (a
         // zero page may sit anywhere a fault was taken).

@@ -7,7 +7,9 @@
 //! datanode id from the handshake: pods have their own IPs, so an address
 //! says nothing about locality. Descriptors are cached (LRU with expiry)
 //! across every stream of a client; each is guarded by its slot's VALID
-//! bit, checked after every read. A socket failure disables short-circuit
+//! bit, checked after every read. A stream also holds the descriptor it
+//! last read of each block ([`HeldBlock`]), so its next read skips the
+//! cache; a slot goes back to the datanode when the last holder lets go. A socket failure disables short-circuit
 //! to that datanode for a back-off interval; reads then use gRPC.
 
 pub(crate) mod cache;
@@ -19,7 +21,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -76,7 +78,33 @@ pub struct ScBlock {
     opened: Instant,
     /// The file mapped, when mapped reads are on (see [`mapped`]).
     map: Option<mapped::Mapping>,
+    /// Whether the descriptor cache still holds this block. Once it lets
+    /// go (evicted, invalidated, truncated, expired, its datanode lost),
+    /// holders outside the cache ([`HeldBlock`]) look the block up again.
+    cached: AtomicBool,
 }
+
+impl Drop for ScBlock {
+    /// The slot goes back to the datanode once no one holds the block (a
+    /// read in flight keeps it); without a runtime, closing the connection
+    /// frees it.
+    fn drop(&mut self) {
+        if self.conn.alive()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let (conn, slot) = (self.conn.clone(), self.slot);
+            handle.spawn(async move { conn.release(slot).await });
+        }
+    }
+}
+
+/// A stream's hold on the descriptor it last read of one block: the next
+/// read of that block takes it from here, with no cache lookup (no shared
+/// lock, hash or reference count written per read). A stream holds at most
+/// one descriptor per block, as HDFS input streams hold their current
+/// block's replica; one the cache let go is replaced at the next read.
+#[derive(Default)]
+pub struct HeldBlock(arc_swap::ArcSwapOption<ScBlock>);
 
 impl ScBlock {
     /// Whether the datanode still vouches for this descriptor.
@@ -283,38 +311,103 @@ impl ShortCircuit {
         }
     }
 
+    /// Marks a block the cache let go of; its slot is released when the
+    /// last holder drops it.
     fn release(b: Arc<ScBlock>) {
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                if Arc::strong_count(&b) == 1 && b.conn.alive() {
-                    b.conn.release(b.slot).await;
-                }
-            });
-        }
+        b.cached.store(false, Ordering::Release);
     }
 
-    fn remove(&self, key: Key) {
-        let old = self.cache.write().expect("lock").remove(&key);
+    /// Drops block `b` from the cache, if the cache's entry for its id is
+    /// still `b` (not a newer descriptor another reader opened).
+    fn remove(&self, b: &ScBlock) {
+        let key = ozone_common::block_key::key_of(&b.id);
+        let old = self
+            .cache
+            .write()
+            .expect("lock")
+            .remove_if(&key, |v| std::ptr::eq(Arc::as_ptr(v), b));
         if let Some(b) = old {
             Self::release(b);
         }
+    }
+
+    /// Whether cached block `b` may serve a read: the cache still holds it,
+    /// its datanode vouches for it and it has not expired. A stale one is
+    /// dropped from the cache.
+    fn fresh(&self, b: &ScBlock) -> bool {
+        if !b.cached.load(Ordering::Acquire) {
+            return false;
+        }
+        let valid = b.valid();
+        if valid && b.opened.elapsed() < self.cfg.cache_expiry {
+            return true;
+        }
+        if !valid {
+            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+        }
+        self.remove(b);
+        false
     }
 
     /// Block `id`, if a local datanode's descriptor for it is cached, still
     /// valid and not expired (a stale entry is dropped). Reads that find one
     /// need no datanode lookup: it is local by construction.
     pub fn cached_open(&self, id: &BlockId) -> Option<Arc<ScBlock>> {
-        let key = ozone_common::block_key::key_of(id);
-        let b = self.cached(key)?;
-        if b.valid() && b.opened.elapsed() < self.cfg.cache_expiry {
-            self.stats.cache_hits.add(1);
-            return Some(b);
+        let b = self.cached(ozone_common::block_key::key_of(id))?;
+        if !self.fresh(&b) {
+            return None;
         }
-        if !b.valid() {
-            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.stats.cache_hits.add(1);
+        Some(b)
+    }
+
+    /// Reads like [`ShortCircuit::read`] from block `id`'s descriptor held
+    /// in `held`, or else from the cache's (which `held` then keeps for
+    /// the next read). `None` when neither has a usable one: nothing was
+    /// read. A read that found the descriptor truncated or invalidated is
+    /// recorded as a fallback here (the caller opens the block anew); any
+    /// other error is left to the caller, who meets it again.
+    pub fn read_held(
+        &self,
+        held: &HeldBlock,
+        id: &BlockId,
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Option<Result<(), ScError>> {
+        let g = held.0.load();
+        let r = match &*g {
+            Some(b) if b.id == *id && self.fresh(b) => {
+                self.stats.cache_hits.add(1);
+                (self.read(b, offset, out, verify), b.datanode_id())
+            }
+            _ => {
+                let stale = g.is_some();
+                drop(g);
+                let Some(b) = self.cached_open(id) else {
+                    if stale {
+                        // Let go of a descriptor the cache no longer has.
+                        held.0.store(None);
+                    }
+                    return None;
+                };
+                held.0.store(Some(b.clone()));
+                let r = self.read(&b, offset, out, verify);
+                if let Err(e @ (ScError::Truncated | ScError::Invalidated)) = &r {
+                    self.note_held_failure(id, b.datanode_id(), e);
+                }
+                return Some(r);
+            }
+        };
+        if let (Err(e @ (ScError::Truncated | ScError::Invalidated)), dn) = &r {
+            self.note_held_failure(id, dn, e);
         }
-        self.remove(key);
-        None
+        Some(r.0)
+    }
+
+    fn note_held_failure(&self, id: &BlockId, dn: &str, e: &ScError) {
+        tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
+        self.fell_back(dn, e);
     }
 
     /// The open block `id` on local datanode `dn`, from the cache or the
@@ -351,6 +444,7 @@ impl ShortCircuit {
             sums,
             opened: Instant::now(),
             map,
+            cached: AtomicBool::new(true),
         });
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         self.insert(key, b.clone());
@@ -373,7 +467,7 @@ impl ShortCircuit {
     ) -> Result<(), ScError> {
         if !b.valid() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove(ozone_common::block_key::key_of(&b.id));
+            self.remove(b);
             return Err(ScError::Invalidated);
         }
         let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
@@ -389,7 +483,7 @@ impl ShortCircuit {
                 if let Err(ScError::Truncated) = r {
                     // Zero pages replaced the faulting ones: the next read
                     // opens the block again, with a new mapping.
-                    self.remove(ozone_common::block_key::key_of(&b.id));
+                    self.remove(b);
                 }
                 r?;
                 if verify {
@@ -405,7 +499,7 @@ impl ShortCircuit {
         }
         if !b.valid() {
             self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove(ozone_common::block_key::key_of(&b.id));
+            self.remove(b);
             return Err(ScError::Invalidated);
         }
         self.stats.bytes.add(out.len() as u64);
