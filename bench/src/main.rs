@@ -105,16 +105,13 @@ struct Args {
     paths: String,
 }
 
-/// An open key read by the benchmark: directly or through a sidecar.
+/// One row of the table: a read path under one setting, and its rounds.
 #[derive(Clone)]
 struct Row {
-    /// Raw pread ops/s measured in rounds interleaved with this row's.
-    raw_ops: f64,
     name: String,
     path: &'static str,
     bpc: u32,
     verify: bool,
-    ops: f64,
     disk_reads_kib: u64,
     /// This row's ops/s per round, and the raw `pread` and (verified
     /// settings) primitive ops/s of the same rounds.
@@ -124,15 +121,23 @@ struct Row {
 }
 
 impl Row {
+    /// Median ops/s over the row's rounds.
+    fn ops(&self) -> f64 {
+        median(self.rounds.clone())
+    }
+
+    /// Median raw `pread` ops/s over the rounds interleaved with the row's.
+    fn raw_ops(&self) -> f64 {
+        median(self.raw_rounds.clone())
+    }
+
     /// A row of one contender measured in a group's rounds.
     fn of(c: &Contender, bpc: u32, verify: bool, raw: &[f64], prim: &[f64]) -> Self {
         Row {
-            raw_ops: median(raw.to_vec()),
             name: row_name(c.path, bpc, verify),
             path: c.path,
             bpc,
             verify,
-            ops: median(c.rounds.clone()),
             disk_reads_kib: c.disk,
             rounds: c.rounds.clone(),
             raw_rounds: raw.to_vec(),
@@ -659,7 +664,7 @@ async fn tls_rows(a: &Args, dir: &std::path::Path, rows: &mut Vec<Row>) -> anyho
             let (raw, prim) =
                 measure_group(&mut group, None, a, (&s.all_files, &s.raw_files)).await?;
             let row = Row::of(&group[0], *bpc, verify, &raw, &prim);
-            eprintln!("{}: {:.0} ops/s", row.name, row.ops);
+            eprintln!("{}: {:.0} ops/s", row.name, row.ops());
             rows.push(row);
         }
     }
@@ -695,12 +700,10 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         disk += pgpgin() - before;
     }
     rows.push(Row {
-        raw_ops: median(r.clone()),
         name: "raw pread of the block files".into(),
         path: "raw",
         bpc: 0,
         verify: false,
-        ops: median(r.clone()),
         disk_reads_kib: disk,
         raw_rounds: r.clone(),
         rounds: r,
@@ -724,7 +727,6 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             r.push(mapped_round(&maps, a.threads, len, a.seconds, crc));
         }
         rows.push(Row {
-            raw_ops: median(raw_r.clone()),
             name: if crc {
                 "mmap CRC32C + copy of the block files (primitive)".into()
             } else {
@@ -733,7 +735,6 @@ async fn bench(a: Args) -> anyhow::Result<()> {
             path: if crc { "mmap-crc" } else { "mmap" },
             bpc: 0,
             verify: crc,
-            ops: median(r.clone()),
             disk_reads_kib: 0,
             rounds: r,
             raw_rounds: raw_r,
@@ -808,7 +809,7 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                     }
                 }
                 let row = Row::of(c, *bpc, verify, &raw, &prim);
-                eprintln!("{}: {:.0} ops/s", row.name, row.ops);
+                eprintln!("{}: {:.0} ops/s", row.name, row.ops());
                 rows.push(row);
             }
         }
@@ -831,10 +832,10 @@ async fn bench(a: Args) -> anyhow::Result<()> {
         println!(
             "| {} | {:.0} | {:.0} | {:.0} | {:.3} | {} |",
             r.name,
-            r.ops,
-            r.ops * a.read_kib as f64 / 1024.0,
-            r.raw_ops,
-            r.ops / r.raw_ops,
+            r.ops(),
+            r.ops() * a.read_kib as f64 / 1024.0,
+            r.raw_ops(),
+            r.ops() / r.raw_ops(),
             if r.disk_reads_kib > 1024 {
                 format!("{} KiB", r.disk_reads_kib)
             } else {
@@ -866,9 +867,9 @@ async fn bench(a: Args) -> anyhow::Result<()> {
                 "path": r.path,
                 "bytes_per_checksum": r.bpc,
                 "verify": r.verify,
-                "ops_per_sec": r.ops,
-                "ratio_to_raw": r.ops / r.raw_ops,
-                "raw_pread_ops_per_sec": r.raw_ops,
+                "ops_per_sec": r.ops(),
+                "ratio_to_raw": r.ops() / r.raw_ops(),
+                "raw_pread_ops_per_sec": r.raw_ops(),
                 "disk_reads_kib": r.disk_reads_kib,
                 "ops_per_round": r.rounds,
                 "raw_pread_ops_per_round": r.raw_rounds,

@@ -167,7 +167,6 @@ struct RegistryState {
 pub struct SlotRegistry {
     state: Mutex<RegistryState>,
     invalidated: AtomicU64,
-    in_use: AtomicU64,
 }
 
 impl SlotRegistry {
@@ -198,7 +197,6 @@ impl SlotRegistry {
             .clone();
         let slot = seg.allocate(key).ok_or(GrantError::NoSlot(seg.slots()))?;
         st.by_block.entry(key).or_default().insert((conn, slot));
-        self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(slot)
     }
 
@@ -213,7 +211,6 @@ impl SlotRegistry {
         }
         match seg.release(slot) {
             Some(key) => {
-                self.in_use.fetch_sub(1, Ordering::Relaxed);
                 if let Some(set) = st.by_block.get_mut(&key) {
                     set.remove(&(conn, slot));
                     if set.is_empty() {
@@ -233,7 +230,6 @@ impl SlotRegistry {
             return;
         };
         let used: Vec<(u32, BlockKey)> = seg.state.lock().expect("lock").used.drain().collect();
-        self.in_use.fetch_sub(used.len() as u64, Ordering::Relaxed);
         for (slot, key) in used {
             seg.clear(slot);
             if let Some(set) = st.by_block.get_mut(&key) {
@@ -275,8 +271,9 @@ impl SlotRegistry {
     }
 
     /// Slots granted and not yet released, over every connection.
-    pub fn in_use(&self) -> u64 {
-        self.in_use.load(Ordering::Relaxed)
+    pub fn in_use(&self) -> usize {
+        let st = self.state.lock().expect("lock");
+        st.segments.values().map(|s| s.in_use()).sum()
     }
 
     /// Open connections.

@@ -9,8 +9,9 @@
 //! across every stream of a client; each is guarded by its slot's VALID
 //! bit, checked after every read. A stream also holds the descriptor it
 //! last read of each block ([`HeldBlock`]), so its next read skips the
-//! cache; a slot goes back to the datanode when the last holder lets go. A socket failure disables short-circuit
-//! to that datanode for a back-off interval; reads then use gRPC.
+//! cache; a slot goes back to the datanode when the last holder lets go.
+//! A socket failure disables short-circuit to that datanode for a back-off
+//! interval; reads then use gRPC.
 
 pub(crate) mod cache;
 pub mod conn;
@@ -270,7 +271,7 @@ impl ShortCircuit {
             .expect("lock")
             .retain(|b| b.conn.datanode_id != dn);
         for b in gone {
-            Self::release(b);
+            Self::uncache(b);
         }
     }
 
@@ -307,13 +308,13 @@ impl ShortCircuit {
     fn insert(&self, key: Key, b: Arc<ScBlock>) {
         let evicted = self.cache.write().expect("lock").insert(key, b);
         for old in evicted {
-            Self::release(old);
+            Self::uncache(old);
         }
     }
 
     /// Marks a block the cache let go of; its slot is released when the
     /// last holder drops it.
-    fn release(b: Arc<ScBlock>) {
+    fn uncache(b: Arc<ScBlock>) {
         b.cached.store(false, Ordering::Release);
     }
 
@@ -327,7 +328,7 @@ impl ShortCircuit {
             .expect("lock")
             .remove_if(&key, |v| std::ptr::eq(Arc::as_ptr(v), b));
         if let Some(b) = old {
-            Self::release(b);
+            Self::uncache(b);
         }
     }
 
@@ -376,38 +377,41 @@ impl ShortCircuit {
         verify: bool,
     ) -> Option<Result<(), ScError>> {
         let g = held.0.load();
-        let r = match &*g {
-            Some(b) if b.id == *id && self.fresh(b) => {
-                self.stats.cache_hits.add(1);
-                (self.read(b, offset, out, verify), b.datanode_id())
-            }
-            _ => {
-                let stale = g.is_some();
-                drop(g);
-                let Some(b) = self.cached_open(id) else {
-                    if stale {
-                        // Let go of a descriptor the cache no longer has.
-                        held.0.store(None);
-                    }
-                    return None;
-                };
-                held.0.store(Some(b.clone()));
-                let r = self.read(&b, offset, out, verify);
-                if let Err(e @ (ScError::Truncated | ScError::Invalidated)) = &r {
-                    self.note_held_failure(id, b.datanode_id(), e);
-                }
-                return Some(r);
-            }
-        };
-        if let (Err(e @ (ScError::Truncated | ScError::Invalidated)), dn) = &r {
-            self.note_held_failure(id, dn, e);
+        if let Some(b) = &*g
+            && b.id == *id
+            && self.fresh(b)
+        {
+            self.stats.cache_hits.add(1);
+            return Some(self.read_open(b, offset, out, verify));
         }
-        Some(r.0)
+        let stale = g.is_some();
+        drop(g);
+        let Some(b) = self.cached_open(id) else {
+            if stale {
+                // Let go of a descriptor the cache no longer has.
+                held.0.store(None);
+            }
+            return None;
+        };
+        held.0.store(Some(b.clone()));
+        Some(self.read_open(&b, offset, out, verify))
     }
 
-    fn note_held_failure(&self, id: &BlockId, dn: &str, e: &ScError) {
-        tracing::debug!(block = %id.display(), "cached short-circuit read failed: {e}");
-        self.fell_back(dn, e);
+    /// [`ShortCircuit::read`] of an already open block, recording a read
+    /// that dropped the descriptor (truncated, invalidated) as a fallback.
+    fn read_open(
+        &self,
+        b: &ScBlock,
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<(), ScError> {
+        let r = self.read(b, offset, out, verify);
+        if let Err(e @ (ScError::Truncated | ScError::Invalidated)) = &r {
+            tracing::debug!(block = %b.id.display(), "cached short-circuit read failed: {e}");
+            self.fell_back(b.datanode_id(), e);
+        }
+        r
     }
 
     /// The open block `id` on local datanode `dn`, from the cache or the
