@@ -265,7 +265,7 @@ impl std::fmt::Debug for WindowShift {
 pub struct CombineOp(u32, u32);
 
 /// Reflected generator polynomial of a CRC type.
-fn gf2_poly(kind: ChecksumType) -> Option<u32> {
+pub(crate) fn gf2_poly(kind: ChecksumType) -> Option<u32> {
     match kind {
         ChecksumType::Crc32c => Some(0x82f6_3b78),
         ChecksumType::Crc32 => Some(0xedb8_8320),
@@ -275,7 +275,7 @@ fn gf2_poly(kind: ChecksumType) -> Option<u32> {
 
 /// `a * b` modulo the reflected polynomial `poly` (bit 31 is x^0).
 #[inline]
-fn multmodp(poly: u32, a: u32, mut b: u32) -> u32 {
+pub(crate) fn multmodp(poly: u32, a: u32, mut b: u32) -> u32 {
     let mut m = 1u32 << 31;
     let mut p = 0u32;
     loop {
@@ -292,7 +292,7 @@ fn multmodp(poly: u32, a: u32, mut b: u32) -> u32 {
 }
 
 /// x^(8n) modulo `poly`, by squaring: at most 64 multiplications.
-fn x8nmodp(poly: u32, mut n: u64) -> u32 {
+pub(crate) fn x8nmodp(poly: u32, mut n: u64) -> u32 {
     // x^(2^k), starting at k = 3 (x^8: one byte).
     let mut sq = 1u32 << (31 - 8);
     let mut p = 1u32 << 31; // x^0

@@ -8,6 +8,7 @@ use ozone_proto::{BlockData, ChecksumData, ChecksumType};
 
 use crate::checksum::WindowShift;
 use crate::checksum::{ChecksumError, Checksummer};
+use crate::run_index::RunIndex;
 
 /// Fine checksum window the datanode keeps whatever a key's window is, so
 /// a verified read checks only the 4 KiB windows it touches (a page: an
@@ -115,6 +116,9 @@ pub struct BlockChecksums {
     size: u64,
     /// The window's combine shift, for checking runs of windows at once.
     shift: Option<&'static WindowShift>,
+    /// Prefix CRCs, for checking runs in constant time
+    /// ([`BlockChecksums::index_runs`]).
+    runs: Option<RunIndex>,
 }
 
 impl PartialEq for BlockChecksums {
@@ -144,7 +148,19 @@ impl BlockChecksums {
             checksummer,
             sums,
             size,
+            runs: None,
         })
+    }
+
+    /// Adds the prefix CRCs of the windows (one `u32` per window, built in
+    /// one pass), so that checking a run costs the same for any length.
+    /// For checksums that serve many reads, such as an open short-circuit
+    /// block's.
+    pub fn index_runs(mut self) -> Self {
+        if self.verifies() {
+            self.runs = RunIndex::new(&self.checksummer, &self.sums, self.size);
+        }
+        self
     }
 
     /// A block without checksums.
@@ -154,6 +170,7 @@ impl BlockChecksums {
             sums: Vec::new(),
             size,
             shift: None,
+            runs: None,
         }
     }
 
@@ -211,28 +228,16 @@ impl BlockChecksums {
         }
     }
 
-    /// Checks `data`, the bytes of `w` (the short-circuit hot path): one
-    /// CRC over all of it against the windows' checksums combined; only on
-    /// a mismatch is each window checked, to name the bad one.
+    /// Checks `data`, the bytes of `w`.
     pub fn verify(&self, w: &Windows, data: &[u8]) -> Result<(), ChecksumError> {
-        if !self.verifies() {
-            return Ok(());
-        }
-        let sums = self.sums_of(w);
-        if data.len() as u64 != w.len() {
-            return self.verify_pieces(w, &[data, &[], &[]]);
-        }
-        if let Some(shift) = self.shift
-            && self.checksummer.checksum(data)
-                == shift.combine_run(&self.checksummer, sums, data.len() as u64)
-        {
-            return Ok(());
-        }
-        self.checksummer.verify(data, w.first, sums)
+        self.verify_pieces(w, &[data, &[], &[]])
     }
 
     /// Checks the bytes of `w` given as the concatenation of three pieces
-    /// (e.g. a head, the caller's buffer and a tail), without copying them.
+    /// (e.g. a head, the caller's buffer and a tail), without copying them
+    /// (the short-circuit hot path): one CRC over all of them against the
+    /// windows' checksums combined; only on a mismatch is each window
+    /// checked, to name the bad one.
     pub fn verify_pieces(&self, w: &Windows, pieces: &[&[u8]; 3]) -> Result<(), ChecksumError> {
         if !self.verifies() {
             return Ok(());
@@ -245,6 +250,50 @@ impl BlockChecksums {
                 len: total as u64,
             });
         }
+        if w.is_empty() {
+            return Ok(());
+        }
+        if self.shift.is_some() {
+            if let Some(ix) = &self.runs {
+                // The prefix CRCs are far apart in a large block: ask for
+                // them now, use them after the CRC pass.
+                let (first, end) = ix.windows_of(w);
+                ix.prefetch(first, end);
+            }
+            let mut parts: [&[u8]; 3] = [&[]; 3];
+            let mut n = 0;
+            for p in pieces.iter().filter(|p| !p.is_empty()) {
+                parts[n] = p;
+                n += 1;
+            }
+            let crc = self.checksummer.checksum_pieces(&parts[..n]);
+            if Some(crc) == self.expected_run(w) {
+                return Ok(());
+            }
+        }
+        self.verify_each(w, pieces)
+    }
+
+    /// The CRC of all of `w`'s bytes, as the checksums say: from the run
+    /// index, or folded from the windows' checksums; `None` without
+    /// checksums.
+    #[inline]
+    fn expected_run(&self, w: &Windows) -> Option<u32> {
+        match (&self.runs, self.shift) {
+            (Some(ix), _) => {
+                let (first, end) = ix.windows_of(w);
+                Some(ix.run(first, end))
+            }
+            (None, Some(shift)) => {
+                Some(shift.combine_run(&self.checksummer, self.sums_of(w), w.len()))
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// Checks each window of `w` on its own (the pieces' total length
+    /// already checked); the first bad window is the error.
+    fn verify_each(&self, w: &Windows, pieces: &[&[u8]; 3]) -> Result<(), ChecksumError> {
         let bpc = self.checksummer.bytes_per_checksum() as u64;
         let sums = self.sums_of(w);
         let mut ws = w.start;
@@ -519,7 +568,31 @@ mod tests {
     #[test]
     fn verify_finds_the_bad_window_in_one_piece_or_three() {
         let d = data(1050);
-        let c = checksums(100, &d);
+        let plain = checksums(100, &d);
+        // The same checks with the run index (prefix CRCs) and without.
+        for c in [plain.clone(), plain.index_runs()] {
+            verify_finds_the_bad_window(&d, &c);
+        }
+        // Without checksums nothing is checked.
+        let u = BlockChecksums::unchecked(1050).index_runs();
+        assert!(!u.verifies());
+        u.verify(&u.covering(0, 10).unwrap(), &[0; 10]).unwrap();
+    }
+
+    fn verify_finds_the_bad_window(d: &[u8], c: &BlockChecksums) {
+        // An empty read checks nothing, wherever it starts.
+        c.verify(&c.covering(130, 0).unwrap(), &[]).unwrap();
+        // Every run of windows, whole.
+        for s in (0..1050).step_by(100) {
+            for e in (s + 1..=1050).step_by(70) {
+                let w = c.covering(s, e - s).unwrap();
+                let bytes = &d[w.start as usize..w.end as usize];
+                // The one-CRC check is what passes, not the per-window one.
+                let crc = c.checksummer().checksum(bytes);
+                assert_eq!(c.expected_run(&w), Some(crc), "{s}..{e}");
+                c.verify(&w, bytes).unwrap();
+            }
+        }
         let w = c.covering(130, 800).unwrap();
         let bytes = &d[w.start as usize..w.end as usize];
         c.verify(&w, bytes).unwrap();
@@ -557,10 +630,6 @@ mod tests {
         );
         // Too few bytes for the windows is an error, not a short check.
         assert!(c.verify(&w, &end[1..]).is_err());
-        // Without checksums nothing is checked.
-        let u = BlockChecksums::unchecked(1050);
-        assert!(!u.verifies());
-        u.verify(&u.covering(0, 10).unwrap(), &[0; 10]).unwrap();
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod grpc;
 pub mod integrity;
 pub mod names;
+pub mod run_index;
 pub mod shortcircuit;
 pub mod tls;
 pub mod token;

@@ -76,7 +76,8 @@ pub struct ScBlock {
     id: BlockId,
     file: File,
     sums: BlockChecksums,
-    opened: Instant,
+    /// When the descriptor is reopened: a time of [`coarse_ms`].
+    expires_ms: u64,
     /// The file mapped, when mapped reads are on (see [`mapped`]).
     map: Option<mapped::Mapping>,
     /// Whether the descriptor cache still holds this block. Once it lets
@@ -340,7 +341,7 @@ impl ShortCircuit {
             return false;
         }
         let valid = b.valid();
-        if valid && b.opened.elapsed() < self.cfg.cache_expiry {
+        if valid && coarse_ms() < b.expires_ms {
             return true;
         }
         if !valid {
@@ -429,14 +430,16 @@ impl ShortCircuit {
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         let conn = self.conn(dn).await?;
         let (data, slot, file) = conn.get_block(id, token).await?;
-        // The finest checksums the datanode keeps, checked for shape.
+        // The finest checksums the datanode keeps, checked for shape, with
+        // their prefix CRCs (each verified read then checks its run with
+        // one CRC and a multiplication).
         let sums = BlockIntegrity::of_block(&data).map_err(|e| {
             ScError::Socket(format!(
                 "block {} metadata from the datanode: {e}",
                 id.display()
             ))
         })?;
-        let sums = sums.fine.unwrap_or(sums.coarse);
+        let sums = sums.fine.unwrap_or(sums.coarse).index_runs();
         let map = (self.cfg.mmap && mapped::install())
             .then(|| mapped::Mapping::new(&file, sums.size()))
             .flatten();
@@ -446,7 +449,7 @@ impl ShortCircuit {
             id: *id,
             file,
             sums,
-            opened: Instant::now(),
+            expires_ms: coarse_ms().saturating_add(self.cfg.cache_expiry.as_millis() as u64),
             map,
             cached: AtomicBool::new(true),
         });
@@ -516,6 +519,19 @@ impl ShortCircuit {
     }
 }
 
+/// Milliseconds on the system's coarse monotonic clock: a resolution of a
+/// few milliseconds (the kernel's tick), read without the timestamp
+/// counter, so cheap enough to check a descriptor's expiry on every read.
+fn coarse_ms() -> u64 {
+    let mut ts = nix::libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 /// Copies `out.len()` bytes at `offset` out of `map`; when `verify`, first
 /// checks the covering windows `w` in place in the mapping (the check
 /// streams them into the cache, the copy then reads them from there).
@@ -527,6 +543,11 @@ impl ShortCircuit {
 /// guard: if the end of file now lies in the read's last page, that next
 /// page is wholly past it and faults. A read ending in the mapping's last
 /// page checks the file's size instead.
+///
+/// The CPU is asked for that byte halfway through the work, not first: a
+/// prefetch waits for its address translation, which at the start is a
+/// page-table walk of its own, and in the middle follows the read's own
+/// walks.
 fn mapped_read(
     map: &mapped::Mapping,
     file: &File,
@@ -542,13 +563,17 @@ fn mapped_read(
     let at_end = map
         .read_guarded(|s| -> Result<bool, ozone_common::checksum::ChecksumError> {
             let probe = s.get(next_page);
-            if let Some(b) = probe {
-                prefetch(b);
-            }
+            let src = &s[o..o + len];
             if verify {
                 sums.verify(&w, &s[ws..we])?;
+                prefetch(probe);
+                out.copy_from_slice(src);
+            } else {
+                let half = len / 2;
+                out[..half].copy_from_slice(&src[..half]);
+                prefetch(probe);
+                out[half..].copy_from_slice(&src[half..]);
             }
-            out.copy_from_slice(&s[o..o + len]);
             match probe {
                 Some(b) => {
                     // SAFETY: a read of one byte of the mapping, under the
@@ -576,12 +601,14 @@ fn mapped_read(
 /// Asks the CPU to bring `b`'s cache line in while other work runs (a hint:
 /// it never faults, even past the end of file).
 #[inline(always)]
-fn prefetch(b: &u8) {
+fn prefetch(b: Option<&u8>) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch hint has no effect on memory or on faults.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(b as *const u8 as *const i8);
+    if let Some(b) = b {
+        // SAFETY: a prefetch hint has no effect on memory or on faults.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(b as *const u8 as *const i8);
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = b;
