@@ -398,7 +398,7 @@ impl ShortCircuit {
         Some(self.read_open(&b, offset, out, verify))
     }
 
-    /// [`ShortCircuit::read`] of an already open block, recording a read
+    /// [`ShortCircuit::read`] of a block just found fresh, recording a read
     /// that dropped the descriptor (truncated, invalidated) as a fallback.
     fn read_open(
         &self,
@@ -407,7 +407,7 @@ impl ShortCircuit {
         out: &mut [u8],
         verify: bool,
     ) -> Result<(), ScError> {
-        let r = self.read(b, offset, out, verify);
+        let r = self.read_unchecked(b, offset, out, verify);
         if let Err(e @ (ScError::Truncated | ScError::Invalidated)) = &r {
             tracing::debug!(block = %b.id.display(), "cached short-circuit read failed: {e}");
             self.fell_back(b.datanode_id(), e);
@@ -477,6 +477,19 @@ impl ShortCircuit {
             self.remove(b);
             return Err(ScError::Invalidated);
         }
+        self.read_unchecked(b, offset, out, verify)
+    }
+
+    /// [`ShortCircuit::read`] without the check before the read, for a
+    /// block whose validity was checked just before (the check after the
+    /// read is what keeps data of an invalidated block from the caller).
+    fn read_unchecked(
+        &self,
+        b: &ScBlock,
+        offset: u64,
+        out: &mut [u8],
+        verify: bool,
+    ) -> Result<(), ScError> {
         let Some(windows) = b.sums.covering(offset, out.len() as u64) else {
             return Err(ScError::Refused {
                 refusal: ozone_proto::ScRefusal::Denied,
