@@ -209,17 +209,8 @@ impl WindowShift {
     /// The shift of `ck`'s window, built once per algorithm and window size
     /// for the life of the process; `None` for no checksum.
     pub fn of(ck: &Checksummer) -> Option<&'static Self> {
-        type Built = Vec<((i32, u32), &'static WindowShift)>;
-        static BUILT: std::sync::Mutex<Built> = std::sync::Mutex::new(Vec::new());
-        let key = (ck.kind as i32, ck.bytes_per_checksum);
-        let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, s)) = built.iter().find(|(k, _)| *k == key) {
-            return Some(s);
-        }
-        // A handful of (algorithm, window) pairs exist in a process.
-        let s: &'static Self = Box::leak(Box::new(Self::new(ck)?));
-        built.push((key, s));
-        Some(s)
+        static BUILT: PerWindow<WindowShift> = PerWindow::new();
+        BUILT.get(ck, || Self::new(ck))
     }
 
     /// The CRC of `len` bytes from the checksums `sums` of their
@@ -256,6 +247,33 @@ impl WindowShift {
 impl std::fmt::Debug for WindowShift {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("WindowShift")
+    }
+}
+
+/// Values built once per algorithm and window size, kept for the life of
+/// the process (a handful of such pairs exist in a process).
+pub(crate) struct PerWindow<T: 'static>(std::sync::Mutex<Vec<((i32, u32), &'static T)>>);
+
+impl<T> PerWindow<T> {
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::Mutex::new(Vec::new()))
+    }
+
+    /// The value of `ck`'s algorithm and window, built by `build` the first
+    /// time; `None` while `build` gives none.
+    pub(crate) fn get(
+        &self,
+        ck: &Checksummer,
+        build: impl FnOnce() -> Option<T>,
+    ) -> Option<&'static T> {
+        let key = (ck.kind as i32, ck.bytes_per_checksum);
+        let mut built = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, v)) = built.iter().find(|(k, _)| *k == key) {
+            return Some(v);
+        }
+        let v: &'static T = Box::leak(Box::new(build()?));
+        built.push((key, v));
+        Some(v)
     }
 }
 

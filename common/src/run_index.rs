@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use ozone_proto::ChecksumType;
 
-use crate::checksum::{Checksummer, gf2_poly, multmodp, x8nmodp};
+use crate::checksum::{Checksummer, PerWindow, gf2_poly, multmodp, x8nmodp};
 
 /// `x^(8·w·2^j)` modulo the polynomial for `j` in `0..64`, `w` the window
 /// size, in the form [`Powers::mul`] takes.
@@ -45,17 +45,8 @@ impl Powers {
     /// The powers of `ck`'s window, built once per algorithm and window
     /// size for the life of the process; `None` for no checksum.
     fn of(ck: &Checksummer) -> Option<&'static Self> {
-        type Built = Vec<((i32, u32), &'static Powers)>;
-        static BUILT: std::sync::Mutex<Built> = std::sync::Mutex::new(Vec::new());
-        let key = (ck.kind() as i32, ck.bytes_per_checksum());
-        let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, p)) = built.iter().find(|(k, _)| *k == key) {
-            return Some(p);
-        }
-        // A handful of (algorithm, window) pairs exist in a process.
-        let p: &'static Self = Box::leak(Box::new(Self::new(ck)?));
-        built.push((key, p));
-        Some(p)
+        static BUILT: PerWindow<Powers> = PerWindow::new();
+        BUILT.get(ck, || Self::new(ck))
     }
 
     /// `op` (a plain `x^k` modulo the polynomial) in the form `mul` takes.
