@@ -472,12 +472,19 @@ impl ShortCircuit {
         out: &mut [u8],
         verify: bool,
     ) -> Result<(), ScError> {
-        if !b.valid() {
-            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove(b);
-            return Err(ScError::Invalidated);
-        }
+        self.still_valid(b)?;
         self.read_unchecked(b, offset, out, verify)
+    }
+
+    /// `Ok` while the datanode vouches for `b`; otherwise the cache lets
+    /// go of it and the invalidation is counted.
+    fn still_valid(&self, b: &ScBlock) -> Result<(), ScError> {
+        if b.valid() {
+            return Ok(());
+        }
+        self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.remove(b);
+        Err(ScError::Invalidated)
     }
 
     /// [`ShortCircuit::read`] without the check before the read, for a
@@ -517,11 +524,7 @@ impl ShortCircuit {
             }
             None => b.file.read_exact_at(out, offset).map_err(ScError::Io)?,
         }
-        if !b.valid() {
-            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
-            self.remove(b);
-            return Err(ScError::Invalidated);
-        }
+        self.still_valid(b)?;
         self.stats.bytes.add(out.len() as u64);
         Ok(())
     }
