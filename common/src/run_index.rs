@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use ozone_proto::ChecksumType;
 
-use crate::checksum::{Checksummer, PerWindow, gf2_poly, multmodp, x8nmodp};
+use crate::checksum::{Checksummer, PerWindow, WindowShift, gf2_poly, multmodp, x8nmodp};
 
 /// `x^(8·w·2^j)` modulo the polynomial for `j` in `0..64`, `w` the window
 /// size, in the form [`Powers::mul`] takes.
@@ -121,26 +121,28 @@ impl RunIndex {
         if sums.len() as u64 != size.div_ceil(bpc) {
             return None;
         }
-        let tail = Some(size % bpc)
+        // Built with the one-window table shift (a few ns a window, for
+        // every algorithm); the short last window, if any, by its own power.
+        let shift = WindowShift::of(ck)?;
+        let tail_op = Some(size % bpc)
             .filter(|&t| t != 0)
-            .map(|t| powers.form(x8nmodp(powers.poly, t)));
+            .map(|t| x8nmodp(powers.poly, t));
         let mut prefix = Vec::with_capacity(sums.len() + 1);
         let mut p = 0u32;
         prefix.push(p);
         let last = sums.len().saturating_sub(1);
         for (i, &s) in sums.iter().enumerate() {
-            let op = match tail {
-                Some(t) if i == last => t,
-                _ => powers.ops[0],
-            };
-            p = powers.mul(op, p) ^ s;
+            p = match tail_op {
+                Some(t) if i == last => multmodp(powers.poly, t, p),
+                _ => shift.shift(p),
+            } ^ s;
             prefix.push(p);
         }
         Some(Self {
             powers,
             bytes_per_checksum: bpc,
             prefix: prefix.into(),
-            tail,
+            tail: tail_op.map(|t| powers.form(t)),
         })
     }
 
