@@ -94,6 +94,8 @@ pub struct Windows {
     pub end: u64,
     /// Index of the first window.
     pub first: u64,
+    /// One past the index of the last window (`first` when none).
+    pub end_window: u64,
 }
 
 impl Windows {
@@ -157,9 +159,7 @@ impl BlockChecksums {
     /// For checksums that serve many reads, such as an open short-circuit
     /// block's.
     pub fn index_runs(mut self) -> Self {
-        if self.verifies() {
-            self.runs = RunIndex::new(&self.checksummer, &self.sums, self.size);
-        }
+        self.runs = RunIndex::new(&self.checksummer, &self.sums, self.size);
         self
     }
 
@@ -199,13 +199,16 @@ impl BlockChecksums {
                 start: offset,
                 end: offset,
                 first: offset / bpc,
+                end_window: offset / bpc,
             });
         }
         let first = offset / bpc;
+        let end_window = end.div_ceil(bpc);
         Some(Windows {
             start: first * bpc,
-            end: (end.div_ceil(bpc) * bpc).min(self.size),
+            end: (end_window * bpc).min(self.size),
             first,
+            end_window,
         })
     }
 
@@ -214,9 +217,7 @@ impl BlockChecksums {
         if self.sums.is_empty() {
             return &[];
         }
-        let bpc = self.checksummer.bytes_per_checksum() as u64;
-        let last = w.end.div_ceil(bpc) as usize;
-        &self.sums[w.first as usize..last.max(w.first as usize)]
+        &self.sums[w.first as usize..w.end_window as usize]
     }
 
     /// `w`'s checksums as sent on the wire.
@@ -257,8 +258,7 @@ impl BlockChecksums {
             if let Some(ix) = &self.runs {
                 // The prefix CRCs are far apart in a large block: ask for
                 // them now, use them after the CRC pass.
-                let (first, end) = ix.windows_of(w);
-                ix.prefetch(first, end);
+                ix.prefetch(w.first as usize, w.end_window as usize);
             }
             let mut parts: [&[u8]; 3] = [&[]; 3];
             let mut n = 0;
@@ -280,10 +280,7 @@ impl BlockChecksums {
     #[inline]
     fn expected_run(&self, w: &Windows) -> Option<u32> {
         match (&self.runs, self.shift) {
-            (Some(ix), _) => {
-                let (first, end) = ix.windows_of(w);
-                Some(ix.run(first, end))
-            }
+            (Some(ix), _) => Some(ix.run(w.first as usize, w.end_window as usize)),
             (None, Some(shift)) => {
                 Some(shift.combine_run(&self.checksummer, self.sums_of(w), w.len()))
             }
@@ -535,7 +532,8 @@ mod tests {
             Windows {
                 start: 0,
                 end: 100,
-                first: 0
+                first: 0,
+                end_window: 1
             }
         );
         assert_eq!(
@@ -543,7 +541,8 @@ mod tests {
             Windows {
                 start: 100,
                 end: 300,
-                first: 1
+                first: 1,
+                end_window: 3
             }
         );
         assert_eq!(w(200, 100), w(200, 100));
@@ -554,7 +553,8 @@ mod tests {
             Windows {
                 start: 1000,
                 end: 1050,
-                first: 10
+                first: 10,
+                end_window: 11
             }
         );
         assert_eq!(c.sums_of(&w(1049, 1)).len(), 1);

@@ -7,6 +7,7 @@ pub mod checksum;
 pub mod config;
 pub mod credentials;
 pub mod grpc;
+pub mod hint;
 pub mod integrity;
 pub mod names;
 pub mod run_index;

@@ -22,23 +22,26 @@ use crate::checksum::{Checksummer, PerWindow, WindowShift, gf2_poly, multmodp, x
 struct Powers {
     poly: u32,
     /// Multiplications use the CPU's carry-less multiply and CRC32C
-    /// instructions: operands are kept times `x^-32`.
-    hw: bool,
+    /// instructions: operands are kept times `x^-32`, this factor (`None`
+    /// for the plain multiplication).
+    hw: Option<u32>,
     ops: [u32; 64],
 }
 
 impl Powers {
     fn new(ck: &Checksummer) -> Option<Self> {
         let poly = gf2_poly(ck.kind())?;
-        let hw = ck.kind() == ChecksumType::Crc32c && hw::available();
-        let mut ops = [0u32; 64];
+        let hw = (ck.kind() == ChecksumType::Crc32c && hw::available()).then(|| x_inv32(poly));
+        let mut p = Self {
+            poly,
+            hw,
+            ops: [0; 64],
+        };
         let mut op = x8nmodp(poly, ck.bytes_per_checksum() as u64);
-        let mut p = Self { poly, hw, ops };
-        for slot in &mut ops {
-            *slot = p.form(op);
+        for j in 0..p.ops.len() {
+            p.ops[j] = p.form(op);
             op = multmodp(poly, op, op);
         }
-        p.ops = ops;
         Some(p)
     }
 
@@ -51,17 +54,16 @@ impl Powers {
 
     /// `op` (a plain `x^k` modulo the polynomial) in the form `mul` takes.
     fn form(&self, op: u32) -> u32 {
-        if self.hw {
-            multmodp(self.poly, op, x_inv32(self.poly))
-        } else {
-            op
+        match self.hw {
+            Some(inv) => multmodp(self.poly, op, inv),
+            None => op,
         }
     }
 
     /// `c` times the power `op` (as given by [`Powers::form`]).
     #[inline]
     fn mul(&self, op: u32, c: u32) -> u32 {
-        if self.hw {
+        if self.hw.is_some() {
             // SAFETY: `hw` is set only where the CPU has the instructions.
             unsafe { hw::mul(op, c) }
         } else {
@@ -97,7 +99,6 @@ fn x_inv32(poly: u32) -> u32 {
 #[derive(Clone)]
 pub struct RunIndex {
     powers: &'static Powers,
-    bytes_per_checksum: u64,
     /// `prefix[i]`: CRC of the first `i` windows; `prefix[0]` is 0.
     prefix: Arc<[u32]>,
     /// `x^(8·t)` in `mul` form for the last window's `t` bytes when it is
@@ -140,7 +141,6 @@ impl RunIndex {
         }
         Some(Self {
             powers,
-            bytes_per_checksum: bpc,
             prefix: prefix.into(),
             tail: tail_op.map(|t| powers.form(t)),
         })
@@ -170,28 +170,11 @@ impl RunIndex {
     /// the CRC pass over the run's bytes.
     #[inline]
     pub fn prefetch(&self, first: usize, end: usize) {
-        #[cfg(target_arch = "x86_64")]
         for i in [first, end] {
             if let Some(p) = self.prefix.get(i) {
-                // SAFETY: a prefetch hint has no effect on memory or faults.
-                unsafe {
-                    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                    _mm_prefetch::<_MM_HINT_T0>(p as *const u32 as *const i8);
-                }
+                crate::hint::prefetch(p);
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (first, end);
-    }
-
-    /// The windows `first..end` that `w` spans, as [`RunIndex::run`] takes
-    /// them.
-    #[inline]
-    pub fn windows_of(&self, w: &crate::integrity::Windows) -> (usize, usize) {
-        (
-            w.first as usize,
-            w.end.div_ceil(self.bytes_per_checksum) as usize,
-        )
     }
 }
 
@@ -300,9 +283,9 @@ mod tests {
                 // And the plain (software) multiply gives the same.
                 let mut soft = ix.clone();
                 let p = Powers::new(&ck).unwrap();
-                if p.hw {
+                if p.hw.is_some() {
                     let soft_powers = Powers {
-                        hw: false,
+                        hw: None,
                         ops: std::array::from_fn(|j| {
                             multmodp(p.poly, p.ops[j], x8nmodp(p.poly, 4))
                         }),

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ozone_common::hint::prefetch;
 use ozone_common::integrity::{BlockChecksums, BlockIntegrity};
 use ozone_proto::BlockId;
 
@@ -580,16 +581,19 @@ fn mapped_read(
         .read_guarded(|s| -> Result<bool, ozone_common::checksum::ChecksumError> {
             let probe = s.get(next_page);
             let src = &s[o..o + len];
-            if verify {
+            // The probe's prefetch goes after the check, or after half
+            // the copy when there is none.
+            let half = if verify {
                 sums.verify(&w, &s[ws..we])?;
-                prefetch(probe);
-                out.copy_from_slice(src);
+                0
             } else {
-                let half = len / 2;
-                out[..half].copy_from_slice(&src[..half]);
-                prefetch(probe);
-                out[half..].copy_from_slice(&src[half..]);
+                len / 2
+            };
+            out[..half].copy_from_slice(&src[..half]);
+            if let Some(b) = probe {
+                prefetch(b);
             }
+            out[half..].copy_from_slice(&src[half..]);
             match probe {
                 Some(b) => {
                     // SAFETY: a read of one byte of the mapping, under the
@@ -612,22 +616,6 @@ fn mapped_read(
         }
     }
     Ok(())
-}
-
-/// Asks the CPU to bring `b`'s cache line in while other work runs (a hint:
-/// it never faults, even past the end of file).
-#[inline(always)]
-fn prefetch(b: Option<&u8>) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = b {
-        // SAFETY: a prefetch hint has no effect on memory or on faults.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>(b as *const u8 as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = b;
 }
 
 #[cfg(test)]
