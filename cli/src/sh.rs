@@ -140,39 +140,45 @@ pub(crate) fn destination(file: &Path, key: &str) -> anyhow::Result<PathBuf> {
 
 /// A file being written under a temporary name beside its destination;
 /// renamed into place by [`Partial::finish`], removed if dropped before.
+/// The name is random and the file is made with `O_CREAT | O_EXCL` (which
+/// follows no symlink), so nobody who can write to the destination's
+/// directory can plant a file or link where the download goes.
 struct Partial {
-    tmp: PathBuf,
+    file: std::fs::File,
+    tmp: tempfile::TempPath,
     dest: PathBuf,
-    done: bool,
 }
 
 impl Partial {
-    fn new(dest: &Path) -> Self {
+    fn new(dest: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
         let name = dest
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = dest.with_file_name(format!(".{name}.{}.ozone-tmp", std::process::id()));
-        Self {
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let (file, tmp) = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".ozone-tmp")
+            // 0666 less the umask, as a plain create would give.
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(dir)?
+            .into_parts();
+        Ok(Self {
+            file,
             tmp,
             dest: dest.to_path_buf(),
-            done: false,
-        }
+        })
     }
 
-    fn finish(mut self) -> anyhow::Result<()> {
-        std::fs::rename(&self.tmp, &self.dest)
-            .with_context(|| format!("renaming into {}", self.dest.display()))?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+    fn finish(self) -> anyhow::Result<()> {
+        self.tmp
+            .persist(&self.dest)
+            .map_err(|e| e.error)
+            .with_context(|| format!("renaming into {}", self.dest.display()))
     }
 }
 
@@ -216,12 +222,11 @@ async fn get<A: KeyAccess>(
 /// name beside it (progress on a terminal; nothing left behind on an
 /// error); returns the bytes. `what` names the source in errors.
 pub(crate) async fn download<R: KeyRead>(r: &R, dest: &Path, what: &str) -> anyhow::Result<u64> {
-    let partial = Partial::new(dest);
-    let f = tokio::fs::File::create(&partial.tmp)
-        .await
-        .with_context(|| format!("creating {}", partial.tmp.display()))?;
+    let partial = Partial::new(dest)
+        .with_context(|| format!("creating a temporary file beside {}", dest.display()))?;
+    let f = partial.file.try_clone().context("duplicating a descriptor")?;
     let mut out = Counted {
-        inner: f,
+        inner: tokio::fs::File::from_std(f),
         progress: Progress::new(Some(r.size())),
     };
     let n = r.copy_to(&mut out).await;
@@ -678,16 +683,40 @@ mod tests {
 
     #[test]
     fn a_partial_file_is_removed_unless_finished() {
+        use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("k.bin");
-        let p = Partial::new(&dest);
-        std::fs::write(&p.tmp, b"half").unwrap();
+        let mut p = Partial::new(&dest).unwrap();
+        p.file.write_all(b"half").unwrap();
         drop(p);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let p = Partial::new(&dest);
-        std::fs::write(&p.tmp, b"all").unwrap();
+        let mut p = Partial::new(&dest).unwrap();
+        p.file.write_all(b"all").unwrap();
         p.finish().unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"all");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_planted_symlink_is_never_written_through() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let dest = dir.path().join("k.bin");
+        // Links where a predictable temporary name would be: the process's
+        // pid, and the pids around it.
+        let me = std::process::id();
+        for pid in me.saturating_sub(2)..=me + 2 {
+            let link = dir.path().join(format!(".k.bin.{pid}.ozone-tmp"));
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        let mut p = Partial::new(&dest).unwrap();
+        assert!(!p.tmp.is_symlink());
+        p.file.write_all(b"downloaded").unwrap();
+        p.finish().unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"downloaded");
+        assert!(!dest.is_symlink());
     }
 }

@@ -295,14 +295,30 @@ async fn block_tokens_guard_socket_and_grpc() {
         fine_checksum: None,
     };
     let far = u64::MAX;
+    let me = vec![key.blocks[0].replicas[0].id.clone()];
     for (what, token) in [
         ("no token", Vec::new()),
         ("a READ token", signer.sign(&fresh, "READ", far)),
         (
             "another block's WRITE token",
-            signer.sign(&id, "WRITE", far),
+            signer.sign_write(&id, &me, 1 << 20, far),
         ),
-        ("an expired WRITE token", signer.sign(&fresh, "WRITE", 1)),
+        (
+            "a WRITE token naming no datanode",
+            signer.sign(&fresh, "WRITE", far),
+        ),
+        (
+            "a WRITE token for other datanodes",
+            signer.sign_write(&fresh, &["dn-elsewhere".to_string()], 1 << 20, far),
+        ),
+        (
+            "a WRITE token for fewer bytes",
+            signer.sign_write(&fresh, &me, 4095, far),
+        ),
+        (
+            "an expired WRITE token",
+            signer.sign_write(&fresh, &me, 1 << 20, 1),
+        ),
         ("a forged WRITE token", forged_write(&fresh)),
     ] {
         let s = dn
@@ -348,7 +364,7 @@ async fn block_tokens_guard_socket_and_grpc() {
         block: Some(fresh),
         chunk: Some(chunk.clone()),
         data: payload.clone(),
-        token: signer.sign(&fresh, "WRITE", far),
+        token: signer.sign_write(&fresh, &me, 4096, far),
     })
     .await
     .unwrap();

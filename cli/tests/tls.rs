@@ -126,6 +126,19 @@ async fn tls_refuses_plaintext_and_rotates_under_load() {
         chain.contains("UnknownIssuer") || chain.contains("certificate"),
         "{chain}"
     );
+    // A client that does not trust the server fails at once, naming the
+    // certificate problem: no retrying for the OM retry timeout.
+    let at_stranger = format!("hdds.grpc.tls.dir={}", stranger.display());
+    let doubtful = client(&tc.cluster, None, &[&on, &at_stranger]);
+    let t = std::time::Instant::now();
+    let e = doubtful.create_volume("doubt").await.unwrap_err().to_string();
+    assert!(e.contains("certificate is not accepted"), "{e}");
+    assert!(e.contains("UnknownIssuer"), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "a certificate error was retried: {:?}",
+        t.elapsed()
+    );
     // Nothing the refused clients asked happened.
     let mut admin = OzoneManagerClient::new(
         ozone_common::tls::channel(

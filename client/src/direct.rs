@@ -47,11 +47,15 @@ impl ClientInner {
             .ok_or_else(|| ClientError::NotFound(format!("key {path}")))
     }
 
-    pub(crate) async fn report_bad(&self, block: &BlockId, dn: &str, reason: &str) {
+    /// Tells the OM that `dn`'s replica of `block` failed its checksums
+    /// (the OM has the datanode check it); `token` is the block's READ
+    /// token, which the OM asks for.
+    pub(crate) async fn report_bad(&self, block: &BlockId, token: &[u8], dn: &str, reason: &str) {
         let req = ReportBadReplicaRequest {
             block: Some(*block),
             datanode_id: dn.to_string(),
             reason: reason.to_string(),
+            token: token.to_vec(),
         };
         let r = om_call!(self.om, report_bad_replica, req);
         if let Err(e) = r {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ozone_common::credentials::{AuthChannel, Credentials};
+use ozone_common::tls::untrusted_certificate;
 use ozone_proto::ozone_manager_client::OzoneManagerClient;
 
 /// The channel of OM calls: each carries the client's credentials.
@@ -123,6 +124,16 @@ impl Om {
                 }
                 Err(s) => s,
             };
+            if let Some(u) = std::error::Error::source(&s).and_then(untrusted_certificate) {
+                // Final: no retry makes a refused certificate good.
+                return (
+                    Err(tonic::Status::failed_precondition(format!(
+                        "cannot reach the OM at {}: {u}",
+                        self.address
+                    ))),
+                    retried,
+                );
+            }
             let refused = connect_failure(&s);
             if refused.is_none() {
                 // The OM (or something at its address) answered.

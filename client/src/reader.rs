@@ -223,9 +223,12 @@ impl KeyReader {
         }
     }
 
+    /// A replica that failed a read: counted, and a checksum mismatch
+    /// remembered and reported to the OM with the block's READ `token`.
     async fn failed(
         &self,
         id: &BlockId,
+        token: &[u8],
         dn: &DatanodeDetails,
         e: ReplicaError,
         errors: &mut Vec<String>,
@@ -245,7 +248,7 @@ impl KeyReader {
                     .or_default()
                     .push(dn.id.clone());
                 self.inner.any_bad.store(true, Ordering::Release);
-                self.inner.report_bad(id, &dn.id, &c.to_string()).await;
+                self.inner.report_bad(id, token, &dn.id, &c.to_string()).await;
                 errors.push(format!("{}: {c}", dn.id));
             }
             ReplicaError::Other(m) => {
@@ -335,7 +338,7 @@ impl KeyReader {
                     Ok(()) => return self.short_circuited(out.len()).await,
                     Err(ScError::Checksum(c)) => {
                         sc.fell_back(&dn.id, &ScError::Checksum(c.clone()));
-                        self.failed(id, dn, ReplicaError::Checksum(c), &mut errors)
+                        self.failed(id, token, dn, ReplicaError::Checksum(c), &mut errors)
                             .await;
                         continue;
                     }
@@ -350,7 +353,7 @@ impl KeyReader {
                     self.account(dn, out.len() as u64);
                     return Ok(());
                 }
-                Err(e) => self.failed(id, dn, e, &mut errors).await,
+                Err(e) => self.failed(id, token, dn, e, &mut errors).await,
             }
         }
         Err(ClientError::AllReplicasFailed {
@@ -553,7 +556,7 @@ impl KeyRead for KeyReader {
                     Err(ReplicaError::Output(e)) => return Err(ClientError::Output(e)),
                     Err(e) => {
                         self.account(dn, pos - start);
-                        self.failed(id, dn, e, &mut errors).await
+                        self.failed(id, &b.token, dn, e, &mut errors).await
                     }
                 }
             }

@@ -27,6 +27,16 @@ struct OpenBlock {
     written: u64,
 }
 
+impl OpenBlock {
+    fn new(block: KeyBlock) -> Self {
+        Self {
+            block,
+            chunks: Vec::new(),
+            written: 0,
+        }
+    }
+}
+
 /// A key being written; visible only after [`close`](KeyWriter::close).
 pub struct KeyWriter {
     inner: Arc<ClientInner>,
@@ -103,10 +113,31 @@ impl KeyWriter {
         KeyPath::new(&self.volume, &self.bucket, &self.key)
     }
 
+    /// The most bytes `block` may hold: what the OM allocated it for (the
+    /// block size, or less near a space quota).
+    fn limit(&self, block: &KeyBlock) -> u64 {
+        match block.max_length {
+            0 => self.block_size,
+            n => n,
+        }
+    }
+
     /// Length of the next chunk: the chunk size, cut at the block's end.
     fn next_chunk_len(&self) -> usize {
-        let in_block = self.current.as_ref().map_or(0, |b| b.written);
-        (self.block_size - in_block).min(self.inner.config.chunk_size) as usize
+        let (in_block, limit) = self
+            .current
+            .as_ref()
+            .map_or((0, self.block_size), |b| (b.written, self.limit(&b.block)));
+        (limit - in_block).min(self.inner.config.chunk_size) as usize
+    }
+
+    /// Makes sure a block is open, allocating one if none is.
+    async fn ensure_block(&mut self) -> Result<()> {
+        if self.current.is_none() {
+            let block = self.allocate().await?;
+            self.current = Some(OpenBlock::new(block));
+        }
+        Ok(())
     }
 
     async fn allocate(&mut self) -> Result<KeyBlock> {
@@ -122,14 +153,7 @@ impl KeyWriter {
     }
 
     async fn write_chunk(&mut self, data: Bytes) -> Result<()> {
-        if self.current.is_none() {
-            let block = self.allocate().await?;
-            self.current = Some(OpenBlock {
-                block,
-                chunks: Vec::new(),
-                written: 0,
-            });
-        }
+        self.ensure_block().await?;
         let ck = self.inner.config.checksum;
         let cur = self.current.as_mut().expect("current block");
         let info = ChunkInfo {
@@ -145,7 +169,7 @@ impl KeyWriter {
         cur.written += info.len;
         cur.chunks.push((info.clone(), data.clone()));
         let block = cur.block.clone();
-        let full = cur.written == self.block_size;
+        let full = cur.written == self.limit(&block);
         let failures = self.send_chunk(&block, &info, &data).await;
         if !failures.is_empty() {
             self.recover(failures).await?;
@@ -172,14 +196,19 @@ impl KeyWriter {
             async move { c.write_chunk(req).await.map(|_| ()) }
         })
         .await
+        .1
     }
 
-    /// Runs `call` against every replica of `block` at once; the replicas
-    /// that failed.
-    async fn on_replicas<F, Fut>(&self, block: &KeyBlock, call: F) -> Vec<ReplicaFailure>
+    /// Runs `call` against every replica of `block` at once; what those
+    /// that answered returned, and the replicas that failed.
+    async fn on_replicas<T, F, Fut>(
+        &self,
+        block: &KeyBlock,
+        call: F,
+    ) -> (Vec<T>, Vec<ReplicaFailure>)
     where
         F: Fn(DatanodeClient<Channel>) -> Fut,
-        Fut: std::future::Future<Output = std::result::Result<(), tonic::Status>>,
+        Fut: std::future::Future<Output = std::result::Result<T, tonic::Status>>,
     {
         let calls = block.replicas.iter().map(|dn| {
             let r = self.inner.pool.get(dn).map(&call);
@@ -188,13 +217,21 @@ impl KeyWriter {
                     Ok(fut) => fut.await,
                     Err(e) => Err(tonic::Status::unavailable(e.to_string())),
                 };
-                r.err().map(|status| ReplicaFailure {
+                r.map_err(|status| ReplicaFailure {
                     id: dn.id.clone(),
                     status,
                 })
             }
         });
-        join_all(calls).await.into_iter().flatten().collect()
+        let mut ok = Vec::new();
+        let mut failed = Vec::new();
+        for r in join_all(calls).await {
+            match r {
+                Ok(t) => ok.push(t),
+                Err(f) => failed.push(f),
+            }
+        }
+        (ok, failed)
     }
 
     /// Excludes the failed datanodes, allocates a fresh block and rewrites
@@ -226,6 +263,16 @@ impl KeyWriter {
                 });
             }
             let block = self.allocate().await?;
+            let old = self.limit(&self.current.as_ref().expect("current block").block);
+            if self.limit(&block) < old {
+                // Near a space quota the fresh block may be smaller than
+                // what was cut for the old one.
+                return Err(ClientError::Exhausted(format!(
+                    "a replacement block may hold only {} bytes, fewer than the {old} already \
+                     cut for the block it replaces: the space quota is nearly used",
+                    self.limit(&block)
+                )));
+            }
             let cur = self.current.as_mut().expect("current block");
             cur.block = block.clone();
             let chunks = cur.chunks.clone();
@@ -243,22 +290,25 @@ impl KeyWriter {
     }
 
     /// PutBlock of `data` on every replica of `block` (`sync`: hsync, the
-    /// block stays open); the replicas that failed.
+    /// block stays open); the replicas' receipts (with block tokens on),
+    /// and the replicas that failed.
     async fn put_block(
         &self,
         block: &KeyBlock,
         data: BlockData,
         sync: bool,
-    ) -> Vec<ReplicaFailure> {
-        self.on_replicas(block, |mut c| {
-            let req = PutBlockRequest {
-                block: Some(data.clone()),
-                sync,
-                token: block.token.clone(),
-            };
-            async move { c.put_block(req).await.map(|_| ()) }
-        })
-        .await
+    ) -> (Vec<BlockReceipt>, Vec<ReplicaFailure>) {
+        let (receipts, failed) = self
+            .on_replicas(block, |mut c| {
+                let req = PutBlockRequest {
+                    block: Some(data.clone()),
+                    sync,
+                    token: block.token.clone(),
+                };
+                async move { c.put_block(req).await.map(|r| r.into_inner().receipt) }
+            })
+            .await;
+        (receipts.into_iter().flatten().collect(), failed)
     }
 
     /// Commits the current block on every replica (PutBlock).
@@ -273,11 +323,12 @@ impl KeyWriter {
                 size: cur.written,
                 committed: false,
             };
-            let failures = self.put_block(&cur.block, data, false).await;
+            let (receipts, failures) = self.put_block(&cur.block, data, false).await;
             if failures.is_empty() {
                 let cur = self.current.take().expect("current block");
                 self.done.push(KeyBlock {
                     length: cur.written,
+                    receipts,
                     ..cur.block
                 });
                 return Ok(());
@@ -289,14 +340,7 @@ impl KeyWriter {
     /// Sends the buffered bytes as the current block's last chunk (a block
     /// is allocated if none is open), moving to a fresh block on failure.
     async fn send_tail(&mut self) -> Result<(ChunkInfo, Bytes)> {
-        if self.current.is_none() {
-            let block = self.allocate().await?;
-            self.current = Some(OpenBlock {
-                block,
-                chunks: Vec::new(),
-                written: 0,
-            });
-        }
+        self.ensure_block().await?;
         let ck = self.inner.config.checksum;
         let data = Bytes::copy_from_slice(&self.buf);
         let offset = self.current.as_ref().expect("current block").written;
@@ -322,11 +366,15 @@ impl KeyWriter {
 
     /// Syncs the current block (its chunks and `tail`) on every replica;
     /// after a failure the chunks move to a fresh block (the tail too).
-    async fn sync_current(&mut self, tail: Option<&(ChunkInfo, Bytes)>) -> Result<()> {
+    /// Returns the replicas' receipts for the synced length.
+    async fn sync_current(
+        &mut self,
+        tail: Option<&(ChunkInfo, Bytes)>,
+    ) -> Result<Vec<BlockReceipt>> {
         let mut tail_on = self.current.as_ref().and_then(|c| c.block.block);
         loop {
             let Some(cur) = self.current.as_ref() else {
-                return Ok(());
+                return Ok(Vec::new());
             };
             let block = cur.block.clone();
             if let Some((info, bytes)) = tail
@@ -347,9 +395,9 @@ impl KeyWriter {
                 chunks,
                 committed: false,
             };
-            let failures = self.put_block(&block, data, true).await;
+            let (receipts, failures) = self.put_block(&block, data, true).await;
             if failures.is_empty() {
-                return Ok(());
+                return Ok(receipts);
             }
             self.recover(failures).await?;
         }
@@ -365,6 +413,9 @@ impl KeyWrite for KeyWriter {
     /// Appends data to the key.
     async fn write(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
+            // The block first: how much it may hold decides where the
+            // chunks are cut.
+            self.ensure_block().await?;
             let want = self.next_chunk_len() - self.buf.len();
             let n = want.min(data.len());
             self.buf.extend_from_slice(&data[..n]);
@@ -389,12 +440,13 @@ impl KeyWrite for KeyWriter {
         } else {
             Some(self.send_tail().await?)
         };
-        self.sync_current(tail.as_ref()).await?;
+        let receipts = self.sync_current(tail.as_ref()).await?;
         let mut blocks = self.done.clone();
         if let Some(cur) = &self.current {
             let tail_len = tail.as_ref().map_or(0, |(c, _)| c.len);
             blocks.push(KeyBlock {
                 length: cur.written + tail_len,
+                receipts,
                 ..cur.block.clone()
             });
         }

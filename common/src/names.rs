@@ -1,16 +1,41 @@
 //! Volume, bucket and key names, and `/volume/bucket/key` paths.
 
-/// A name or path that breaks the naming rules.
+/// A name or path that breaks the naming rules. The name is kept as
+/// [`shown`] gives it: at most [`SHOWN_BYTES`] of it, so that an error about
+/// a huge name is still a small message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum NameError {
-    #[error("invalid {what} name {name:?}: {why}")]
+    #[error("invalid {what} name {name}: {why}")]
     Invalid {
         what: &'static str,
         name: String,
         why: &'static str,
     },
-    #[error("invalid path {0:?}: expected {1}")]
+    #[error("invalid path {0}: expected {1}")]
     Path(String, &'static str),
+}
+
+/// The most of a name an error message quotes.
+pub const SHOWN_BYTES: usize = 200;
+
+/// `name` as error messages quote it: Rust-escaped (control characters
+/// and terminal escapes become `\u{..}`), cut after [`SHOWN_BYTES`] bytes
+/// with the full length said.
+pub fn shown(name: &str) -> String {
+    if name.len() <= SHOWN_BYTES {
+        return format!("{name:?}");
+    }
+    let mut end = SHOWN_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}... ({} bytes)", &name[..end], name.len())
+}
+
+/// Whether `c` is a control character (C0, DEL or C1): refused in key
+/// names and paths, so that no listing prints a terminal escape.
+fn is_control(c: char) -> bool {
+    c.is_control()
 }
 
 /// Checks a volume or bucket name: 3-63 characters of lowercase letters,
@@ -20,7 +45,7 @@ pub fn check_resource_name(what: &'static str, name: &str) -> Result<(), NameErr
     let bad = |why| {
         Err(NameError::Invalid {
             what,
-            name: name.to_string(),
+            name: shown(name),
             why,
         })
     };
@@ -41,20 +66,21 @@ pub fn check_resource_name(what: &'static str, name: &str) -> Result<(), NameErr
     Ok(())
 }
 
-/// Checks a key name: 1-1024 bytes, no NUL, not starting with '/'.
+/// Checks a key name: 1-1024 bytes, no control characters, not starting
+/// with '/'.
 pub fn check_key_name(name: &str) -> Result<(), NameError> {
     let bad = |why| {
         Err(NameError::Invalid {
             what: "key",
-            name: name.to_string(),
+            name: shown(name),
             why,
         })
     };
     if name.is_empty() || name.len() > 1024 {
         return bad("length must be 1 to 1024 bytes");
     }
-    if name.contains('\0') {
-        return bad("must not contain NUL");
+    if name.chars().any(is_control) {
+        return bad("must not contain control characters (NUL, newline, escape, ...)");
     }
     if name.starts_with('/') {
         return bad("must not start with '/'");
@@ -69,21 +95,21 @@ pub fn check_key_name(name: &str) -> Result<(), NameError> {
 
 /// The components of a path inside a file-system bucket (`dir/sub/file`;
 /// leading and trailing '/' are ignored; the empty path is the bucket's
-/// root). Components are 1-255 bytes, not `.` or `..`, without NUL; the
+/// root). Components are 1-255 bytes, not `.` or `..`, without control characters; the
 /// whole path at most 1024 bytes.
 pub fn fs_components(path: &str) -> Result<Vec<&str>, NameError> {
     let bad = |why| {
         Err(NameError::Invalid {
             what: "path",
-            name: path.to_string(),
+            name: shown(path),
             why,
         })
     };
     if path.len() > 1024 {
         return bad("length must be at most 1024 bytes");
     }
-    if path.contains('\0') {
-        return bad("must not contain NUL");
+    if path.chars().any(is_control) {
+        return bad("must not contain control characters (NUL, newline, escape, ...)");
     }
     let trimmed = path.trim_matches('/');
     if trimmed.is_empty() {
@@ -146,7 +172,7 @@ impl OzonePath {
         let p = Self::parse(path)?;
         match (p.bucket, p.key) {
             (Some(b), None) => Ok((p.volume, b)),
-            _ => Err(NameError::Path(path.to_string(), "/volume/bucket")),
+            _ => Err(NameError::Path(shown(path), "/volume/bucket")),
         }
     }
 }
@@ -177,7 +203,7 @@ impl<'a> KeyPath<'a> {
     pub fn parse(path: &'a str) -> Result<Self, NameError> {
         match split(path)? {
             (volume, Some(bucket), Some(key)) => Ok(Self::new(volume, bucket, key)),
-            _ => Err(NameError::Path(path.to_string(), "/volume/bucket/key")),
+            _ => Err(NameError::Path(shown(path), "/volume/bucket/key")),
         }
     }
 
@@ -208,6 +234,29 @@ mod tests {
         }
         assert!(fs_components(&"x".repeat(256)).is_err());
         assert!(fs_components(&"x/".repeat(600)).is_err());
+    }
+
+    #[test]
+    fn control_characters_are_refused_and_huge_names_shown_short() {
+        for bad in ["a\nb", "a\x1b[31mred", "tab\there", "del\x7f", "c1\u{9b}2J"] {
+            assert!(check_key_name(bad).is_err(), "{bad:?}");
+            assert!(fs_components(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_key_name("caf\u{e9}/\u{65e5}\u{672c}").is_ok());
+        let huge = "k".repeat(1 << 20);
+        let e = check_key_name(&huge).unwrap_err().to_string();
+        assert!(e.len() < 400, "{} bytes: {e:.100}", e.len());
+        assert!(e.contains("1048576 bytes"), "{e:.300}");
+        let e = fs_components(&huge).unwrap_err().to_string();
+        assert!(e.len() < 400, "{} bytes", e.len());
+        let e = KeyPath::parse(&format!("/{huge}")).unwrap_err().to_string();
+        assert!(e.len() < 400, "{} bytes", e.len());
+        // Cut on a character boundary.
+        let wide = "\u{e9}".repeat(300);
+        assert!(shown(&wide).contains("600 bytes"));
+        // Escaped, never raw.
+        let e = check_key_name("a\x1b]0;pwn\x07").unwrap_err().to_string();
+        assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e}");
     }
 
     #[test]

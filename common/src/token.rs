@@ -2,7 +2,7 @@
 //! a secret it shares with the datanodes, which check it before serving.
 
 use hmac::{Hmac, Mac};
-use ozone_proto::{BlockId, BlockToken, BlockTokenBody};
+use ozone_proto::{BlockId, BlockReceipt, BlockToken, BlockTokenBody};
 use prost::Message;
 use sha2::Sha256;
 
@@ -27,6 +27,22 @@ pub enum TokenError {
     WrongMode { granted: String, wanted: String },
     #[error("block token secret must be at least 32 bytes (got {0})")]
     WeakSecret(usize),
+    #[error("WRITE token is for datanodes {granted:?}, not {wanted}")]
+    WrongDatanode { granted: Vec<String>, wanted: String },
+    #[error("WRITE token allows {max} bytes in the block; this write reaches {wanted}")]
+    PastLimit { max: u64, wanted: u64 },
+    #[error("command signature required but none was given")]
+    CommandMissing,
+    #[error("command signature is malformed")]
+    CommandMalformed,
+    #[error("command signature is invalid")]
+    CommandBadSignature,
+    #[error("command expired {0} ms ago")]
+    CommandExpired(u64),
+    #[error("no receipt from datanode {0}")]
+    NoReceipt(String),
+    #[error("receipt of datanode {datanode} does not vouch for {what}")]
+    BadReceipt { datanode: String, what: String },
     #[error("command is for datanode {granted}, not {wanted}")]
     WrongTarget { granted: String, wanted: String },
     #[error("command expires too far ahead ({0} ms)")]
@@ -70,12 +86,35 @@ impl TokenSigner {
 
     /// An encoded token for `block` in `mode`, valid until `expiry_ms`.
     pub fn sign(&self, block: &BlockId, mode: &str, expiry_ms: u64) -> Vec<u8> {
-        let body = BlockTokenBody {
+        self.sign_body(BlockTokenBody {
             container_id: block.container_id,
             local_id: block.local_id,
             expiry_ms,
             mode: mode.to_string(),
-        };
+            ..Default::default()
+        })
+    }
+
+    /// An encoded WRITE token for `block` on `datanodes` (ids), for at most
+    /// `max_length` bytes, valid until `expiry_ms`.
+    pub fn sign_write(
+        &self,
+        block: &BlockId,
+        datanodes: &[String],
+        max_length: u64,
+        expiry_ms: u64,
+    ) -> Vec<u8> {
+        self.sign_body(BlockTokenBody {
+            container_id: block.container_id,
+            local_id: block.local_id,
+            expiry_ms,
+            mode: "WRITE".to_string(),
+            max_length,
+            datanodes: datanodes.to_vec(),
+        })
+    }
+
+    fn sign_body(&self, body: BlockTokenBody) -> Vec<u8> {
         let mac = self
             .mac(&body.encode_to_vec())
             .finalize()
@@ -96,6 +135,43 @@ impl TokenSigner {
         mode: &str,
         now_ms: u64,
     ) -> Result<(), TokenError> {
+        self.verified_body(token, block, mode, now_ms).map(drop)
+    }
+
+    /// Checks a WRITE token for `block` at datanode `me`, for a write that
+    /// reaches byte `end` of the block: the token must name `me` and allow
+    /// at least `end` bytes.
+    pub fn verify_write(
+        &self,
+        token: &[u8],
+        block: &BlockId,
+        me: &str,
+        end: u64,
+        now_ms: u64,
+    ) -> Result<(), TokenError> {
+        let body = self.verified_body(token, block, "WRITE", now_ms)?;
+        if !body.datanodes.iter().any(|d| d == me) {
+            return Err(TokenError::WrongDatanode {
+                granted: body.datanodes,
+                wanted: me.to_string(),
+            });
+        }
+        if end > body.max_length {
+            return Err(TokenError::PastLimit {
+                max: body.max_length,
+                wanted: end,
+            });
+        }
+        Ok(())
+    }
+
+    fn verified_body(
+        &self,
+        token: &[u8],
+        block: &BlockId,
+        mode: &str,
+        now_ms: u64,
+    ) -> Result<BlockTokenBody, TokenError> {
         if token.is_empty() {
             return Err(TokenError::Missing);
         }
@@ -118,6 +194,76 @@ impl TokenSigner {
         }
         if body.expiry_ms < now_ms {
             return Err(TokenError::Expired(now_ms - body.expiry_ms));
+        }
+        Ok(body)
+    }
+
+    fn receipt_mac(&self, datanode: &str, block: &BlockId, length: u64, committed: bool) -> Hmac<Sha256> {
+        let mut m = self.mac(b"ozone-receipt\0");
+        m.update(&(datanode.len() as u64).to_le_bytes());
+        m.update(datanode.as_bytes());
+        for n in [block.container_id, block.local_id, length] {
+            m.update(&n.to_le_bytes());
+        }
+        m.update(&[committed as u8]);
+        m
+    }
+
+    /// Datanode `datanode`'s receipt: it holds `block` at `length` bytes,
+    /// committed or (hsync) synced and open.
+    pub fn sign_receipt(
+        &self,
+        datanode: &str,
+        block: &BlockId,
+        length: u64,
+        committed: bool,
+    ) -> BlockReceipt {
+        BlockReceipt {
+            datanode_id: datanode.to_string(),
+            length,
+            committed,
+            mac: self
+                .receipt_mac(datanode, block, length, committed)
+                .finalize()
+                .into_bytes()
+                .to_vec(),
+        }
+    }
+
+    /// Checks that `receipts` hold one from each of `datanodes` vouching for
+    /// `block` at `length`; `committed`: only commit receipts count (a
+    /// synced one is enough otherwise).
+    pub fn verify_receipts(
+        &self,
+        receipts: &[BlockReceipt],
+        block: &BlockId,
+        datanodes: &[&str],
+        length: u64,
+        committed: bool,
+    ) -> Result<(), TokenError> {
+        for dn in datanodes {
+            let ok = receipts.iter().filter(|r| r.datanode_id == *dn).any(|r| {
+                r.length == length
+                    && (r.committed || !committed)
+                    && self
+                        .receipt_mac(dn, block, length, r.committed)
+                        .verify_slice(&r.mac)
+                        .is_ok()
+            });
+            if ok {
+                continue;
+            }
+            if !receipts.iter().any(|r| r.datanode_id == *dn) {
+                return Err(TokenError::NoReceipt(dn.to_string()));
+            }
+            return Err(TokenError::BadReceipt {
+                datanode: dn.to_string(),
+                what: format!(
+                    "block {} {} at {length} bytes",
+                    block.display(),
+                    if committed { "committed" } else { "held" }
+                ),
+            });
         }
         Ok(())
     }
@@ -228,13 +374,13 @@ impl TokenSigner {
         payload: &[u8],
         now_ms: u64,
     ) -> Result<(), TokenError> {
-        let a = auth.ok_or(TokenError::Missing)?;
+        let a = auth.ok_or(TokenError::CommandMissing)?;
         if a.nonce.len() < 16 {
-            return Err(TokenError::Malformed);
+            return Err(TokenError::CommandMalformed);
         }
         self.command_mac(kind, &a.target, a.expiry_ms, &a.nonce, payload)
             .verify_slice(&a.mac)
-            .map_err(|_| TokenError::BadSignature)?;
+            .map_err(|_| TokenError::CommandBadSignature)?;
         if a.target != me {
             return Err(TokenError::WrongTarget {
                 granted: a.target.clone(),
@@ -242,7 +388,7 @@ impl TokenSigner {
             });
         }
         if a.expiry_ms < now_ms {
-            return Err(TokenError::Expired(now_ms - a.expiry_ms));
+            return Err(TokenError::CommandExpired(now_ms - a.expiry_ms));
         }
         if a.expiry_ms - now_ms > MAX_COMMAND_VALIDITY_MS {
             return Err(TokenError::TooLong(a.expiry_ms - now_ms));
@@ -378,12 +524,12 @@ mod tests {
         ] {
             assert_eq!(
                 s.verify_command(Some(&a), kind, "dn-1", payload, 1000),
-                Err(TokenError::BadSignature)
+                Err(TokenError::CommandBadSignature)
             );
         }
         assert_eq!(
             s.verify_command(Some(&a), "DeleteBlocks", "dn-1", b"payload", 60_001),
-            Err(TokenError::Expired(1))
+            Err(TokenError::CommandExpired(1))
         );
         let long = s.sign_command("DeleteBlocks", "dn-1", b"p", MAX_COMMAND_VALIDITY_MS + 10);
         assert!(matches!(
@@ -392,8 +538,18 @@ mod tests {
         ));
         assert_eq!(
             s.verify_command(None, "DeleteBlocks", "dn-1", b"p", 0),
-            Err(TokenError::Missing)
+            Err(TokenError::CommandMissing)
         );
+        // Refusals of commands speak of commands, never of block tokens.
+        for e in [
+            TokenError::CommandMissing,
+            TokenError::CommandMalformed,
+            TokenError::CommandBadSignature,
+            TokenError::CommandExpired(1),
+        ] {
+            let m = e.to_string();
+            assert!(m.starts_with("command") && !m.contains("token"), "{m}");
+        }
         let b = s.sign_command("DeleteBlocks", "dn-1", b"payload", 60_000);
         assert_ne!(a.nonce, b.nonce);
         let cache = NonceCache::default();
@@ -403,5 +559,71 @@ mod tests {
             cache.accept(&a.nonce, a.expiry_ms, 0),
             Err(TokenError::Replayed)
         );
+    }
+
+    #[test]
+    fn write_tokens_bind_datanodes_and_length() {
+        let s = TokenSigner::new(&[7u8; 32]).unwrap();
+        let b = BlockId {
+            container_id: 1,
+            local_id: 2,
+            commit_seq: 0,
+        };
+        let dns = vec!["dn-1".to_string(), "dn-2".to_string()];
+        let t = s.sign_write(&b, &dns, 4096, 60_000);
+        s.verify_write(&t, &b, "dn-1", 4096, 0).unwrap();
+        s.verify_write(&t, &b, "dn-2", 1, 0).unwrap();
+        assert!(matches!(
+            s.verify_write(&t, &b, "dn-3", 1, 0),
+            Err(TokenError::WrongDatanode { .. })
+        ));
+        assert_eq!(
+            s.verify_write(&t, &b, "dn-1", 4097, 0),
+            Err(TokenError::PastLimit {
+                max: 4096,
+                wanted: 4097
+            })
+        );
+        // A READ token is no WRITE token, and READ tokens still verify.
+        let r = s.sign(&b, "READ", 60_000);
+        assert!(s.verify_write(&r, &b, "dn-1", 1, 0).is_err());
+        s.verify(&r, &b, "READ", 0).unwrap();
+    }
+
+    #[test]
+    fn receipts_vouch_for_one_datanode_block_length_and_state() {
+        let s = TokenSigner::new(&[7u8; 32]).unwrap();
+        let b = BlockId {
+            container_id: 1,
+            local_id: 2,
+            commit_seq: 0,
+        };
+        let other = BlockId { local_id: 3, ..b };
+        let rs = vec![
+            s.sign_receipt("dn-1", &b, 100, true),
+            s.sign_receipt("dn-2", &b, 100, true),
+        ];
+        s.verify_receipts(&rs, &b, &["dn-1", "dn-2"], 100, true).unwrap();
+        assert!(matches!(
+            s.verify_receipts(&rs, &b, &["dn-1", "dn-2"], 0, true),
+            Err(TokenError::BadReceipt { .. })
+        ));
+        assert!(s.verify_receipts(&rs, &other, &["dn-1"], 100, true).is_err());
+        assert_eq!(
+            s.verify_receipts(&rs, &b, &["dn-1", "dn-3"], 100, true),
+            Err(TokenError::NoReceipt("dn-3".into()))
+        );
+        // A receipt moved to another datanode's name does not verify.
+        let mut moved = rs[0].clone();
+        moved.datanode_id = "dn-3".into();
+        assert!(s.verify_receipts(&[moved], &b, &["dn-3"], 100, true).is_err());
+        // A synced receipt is enough for an hsync, not for a commit.
+        let synced = vec![s.sign_receipt("dn-1", &b, 100, false)];
+        s.verify_receipts(&synced, &b, &["dn-1"], 100, false).unwrap();
+        assert!(s.verify_receipts(&synced, &b, &["dn-1"], 100, true).is_err());
+        // A length edited in the receipt does not verify.
+        let mut edited = rs[0].clone();
+        edited.length = 0;
+        assert!(s.verify_receipts(&[edited], &b, &["dn-1"], 0, true).is_err());
     }
 }

@@ -153,6 +153,7 @@ pub async fn run(
                 block: Some(block),
                 datanode_id: datanode_id.clone(),
                 reason: format!("scanner: {why}"),
+                token: Vec::new(),
             };
             if let Err(e) = om.report_bad_replica(req).await {
                 tracing::warn!(block = %block.display(), "reporting a corrupt replica failed: {}", e.message());

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use ozone_common::token::TokenSigner;
 
 use crate::metrics::{Metrics, OpLabel};
-use crate::storage::{BlockStore, StorageError};
+use crate::storage::{BlockStore, ScanOutcome, StorageError};
 
 /// Largest piece of a streamed read.
 const MAX_PIECE: u64 = 4 << 20;
@@ -100,15 +100,20 @@ impl DatanodeService {
 
     /// Checks a READ token when block tokens are on.
     fn check_token(&self, token: &[u8], id: &BlockId) -> Result<(), Status> {
-        self.check_token_for(token, id, "READ")
-    }
-
-    /// Checks a token of `mode` (READ, WRITE) for block `id` when block
-    /// tokens are on: a READ token never authorises a write.
-    fn check_token_for(&self, token: &[u8], id: &BlockId, mode: &str) -> Result<(), Status> {
         match &self.tokens {
             Some(t) => t
-                .verify(token, id, mode, ozone_common::now_ms())
+                .verify(token, id, "READ", ozone_common::now_ms())
+                .map_err(|e| Status::permission_denied(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a WRITE token when block tokens are on: for block `id`, this
+    /// datanode, and a write reaching byte `end` of the block.
+    fn check_write(&self, token: &[u8], id: &BlockId, end: u64) -> Result<(), Status> {
+        match &self.tokens {
+            Some(t) => t
+                .verify_write(token, id, &self.id, end, ozone_common::now_ms())
                 .map_err(|e| Status::permission_denied(e.to_string())),
             None => Ok(()),
         }
@@ -153,10 +158,10 @@ impl Datanode for DatanodeService {
     ) -> Result<Response<WriteChunkResponse>, Status> {
         let r = req.into_inner();
         let block = need_block(r.block)?;
-        self.check_token_for(&r.token, &block, "WRITE")?;
         let chunk = r
             .chunk
             .ok_or_else(|| Status::invalid_argument("missing chunk info"))?;
+        self.check_write(&r.token, &block, chunk.offset.saturating_add(chunk.len))?;
         let len = r.data.len() as u64;
         let verify = self.verify_writes;
         let data = r.data;
@@ -177,8 +182,9 @@ impl Datanode for DatanodeService {
             .block
             .ok_or_else(|| Status::invalid_argument("missing block data"))?;
         let id = need_block(block.id)?;
-        self.check_token_for(&r.token, &id, "WRITE")?;
-        let size = if r.sync {
+        self.check_write(&r.token, &id, block.size)?;
+        let sync = r.sync;
+        let size = if sync {
             self.blocking("PutBlock", move |s| s.sync_block(&block))
                 .await?
         } else {
@@ -186,8 +192,13 @@ impl Datanode for DatanodeService {
                 .await?
         };
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
+        let receipt = self
+            .tokens
+            .as_ref()
+            .map(|t| t.sign_receipt(&self.id, &id, size, !sync));
         Ok(Response::new(PutBlockResponse {
             committed_size: size,
+            receipt,
         }))
     }
 
@@ -324,6 +335,43 @@ impl Datanode for DatanodeService {
             .inc_by(self.store.slots().invalidated_total() - before);
         self.metrics.used_bytes.set(self.store.used_bytes() as i64);
         Ok(Response::new(DeleteBlocksResponse { deleted }))
+    }
+
+    async fn verify_block(
+        &self,
+        req: Request<VerifyBlockRequest>,
+    ) -> Result<Response<VerifyBlockResponse>, Status> {
+        let mut r = req.into_inner();
+        let auth = r.auth.take();
+        self.check_command("VerifyBlock", auth.as_ref(), &r)?;
+        let id = need_block(r.block)?;
+        let outcome = self
+            .blocking("VerifyBlock", move |s| {
+                if s.is_quarantined(&id) {
+                    return Ok(ScanOutcome::Corrupt("quarantined here already".into()));
+                }
+                let outcome = s.scan_block(&id, &mut Vec::new(), |_| true)?;
+                if let ScanOutcome::Corrupt(why) = &outcome {
+                    tracing::warn!(block = %id.display(), "replica reported by a reader is damaged: {why}");
+                    s.quarantine(&id, why);
+                }
+                Ok(outcome)
+            })
+            .await?;
+        Ok(Response::new(match outcome {
+            ScanOutcome::Healthy(_) => VerifyBlockResponse {
+                healthy: true,
+                ..Default::default()
+            },
+            ScanOutcome::Gone => VerifyBlockResponse {
+                gone: true,
+                ..Default::default()
+            },
+            ScanOutcome::Corrupt(reason) => VerifyBlockResponse {
+                reason,
+                ..Default::default()
+            },
+        }))
     }
 
     async fn replicate_block(

@@ -3,6 +3,7 @@
 //! replication manager; block deletion.
 
 pub mod auth;
+mod bad_reports;
 pub mod cmd;
 mod deletion;
 mod dn_channels;

@@ -24,8 +24,12 @@ pub struct Metrics {
     pub keys_committed: Counter,
     /// Blocks allocated.
     pub blocks_allocated: Counter,
-    /// Bad replicas reported by clients.
+    /// Bad replicas reported by clients and datanodes.
     pub bad_replicas_reported: Counter,
+    /// Readers' reports the datanode's check confirmed (replica damaged).
+    pub bad_replica_reports_confirmed: Counter,
+    /// Readers' reports the datanode's check did not confirm.
+    pub bad_replica_reports_unconfirmed: Counter,
     /// Block replicas deleted on datanodes.
     pub replicas_deleted: Counter,
     /// Blocks with too few healthy replicas (last pass).
@@ -101,8 +105,18 @@ impl Metrics {
         );
         r.register(
             "bad_replicas_reported",
-            "Bad replicas reported by clients",
+            "Bad replicas reported by clients and datanodes",
             self.bad_replicas_reported.clone(),
+        );
+        r.register(
+            "bad_replica_reports_confirmed",
+            "Readers' bad-replica reports a datanode's check confirmed",
+            self.bad_replica_reports_confirmed.clone(),
+        );
+        r.register(
+            "bad_replica_reports_unconfirmed",
+            "Readers' bad-replica reports a datanode's check found healthy or gone",
+            self.bad_replica_reports_unconfirmed.clone(),
         );
         r.register(
             "replicas_deleted",

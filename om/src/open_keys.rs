@@ -110,6 +110,9 @@ mod tests {
     use super::*;
     use ozone_proto::{BucketLayout, KeyBlock, KeyInfo};
 
+    /// The block size allocations reserve in these tests.
+    const BS: u64 = 256 << 20;
+
     fn template(bucket: &str, name: &str) -> KeyInfo {
         KeyInfo {
             volume: "vol".into(),
@@ -131,18 +134,18 @@ mod tests {
         let t0 = ozone_common::now_ms();
         // An object-store write that died after its first block.
         let dead = s.open_key(&template("obj", "dead"), false, t0).unwrap();
-        s.allocate_block(dead, &["dn1".into()]).unwrap();
+        s.allocate_block(dead, &["dn1".into()], BS).unwrap();
         // A WAL-like file: a block, hsynced to 100 bytes, then its writer died.
         let wal = s.open_key(&template("fsb", "wal/1"), false, t0).unwrap();
-        let b = s.allocate_block(wal, &["dn1".into()]).unwrap();
+        let b = s.allocate_block(wal, &["dn1".into()], BS).unwrap();
         let synced = KeyBlock {
             length: 100,
             ..b.clone()
         };
-        s.hsync_key(wal, &[synced], 100).unwrap();
+        s.hsync_key(wal, &[synced], 100, None).unwrap();
         // A file being written that never synced.
         let unsynced = s.open_key(&template("fsb", "tmp/x"), false, t0).unwrap();
-        s.allocate_block(unsynced, &["dn2".into()]).unwrap();
+        s.allocate_block(unsynced, &["dn2".into()], BS).unwrap();
 
         let cfg = OpenKeyCleanup {
             interval: Duration::from_secs(1),
@@ -191,15 +194,15 @@ mod tests {
         // A writer hsyncs d/wal, then its directory is deleted and made
         // again, and another writer is now writing d/wal there.
         let old = s.open_key(&template("fsb", "d/wal"), false, t0).unwrap();
-        let b = s.allocate_block(old, &["dn1".into()]).unwrap();
+        let b = s.allocate_block(old, &["dn1".into()], BS).unwrap();
         let synced = KeyBlock {
             length: 10,
             ..b.clone()
         };
-        s.hsync_key(old, &[synced], 10).unwrap();
+        s.hsync_key(old, &[synced], 10, None).unwrap();
         s.fs_delete("vol", "fsb", "d", true).unwrap();
         let new = s.open_key(&template("fsb", "d/wal"), false, t0).unwrap();
-        s.allocate_block(new, &["dn2".into()]).unwrap();
+        s.allocate_block(new, &["dn2".into()], BS).unwrap();
         // The old one is past the hard limit, the new one not expired.
         let cfg = OpenKeyCleanup {
             interval: Duration::from_secs(1),

@@ -252,6 +252,13 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         },
         replicas,
         replication.clone(),
+        Arc::new(crate::bad_reports::BadReports::new(
+            store.clone(),
+            registry.clone(),
+            channels.clone(),
+            metrics.clone(),
+            command_signer.clone(),
+        )),
     );
     let (shutdown, rx) = watch::channel(false);
     let om = OzoneManagerServer::new(svc)

@@ -62,8 +62,50 @@ impl tower_service::Service<Uri> for TlsConnector {
             let conn = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
                 .await
                 .map_err(|_| format!("TLS handshake with {host}:{port} timed out"))?
-                .map_err(|e| format!("TLS handshake with {host}:{port}: {e}"))?;
+                .map_err(|e| handshake_error(&format!("{host}:{port}"), e))?;
             Ok(TokioIo::new(conn))
         })
     }
+}
+
+/// A server whose certificate this client does not accept (signed by no CA
+/// of the bundle, for another name, expired): retrying cannot help, so
+/// callers fail at once, naming it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "TLS handshake with {peer}: the server's certificate is not accepted: {reason} \
+     (the CA bundle in hdds.grpc.tls.dir must hold the CA that signed it, for this name)"
+)]
+pub struct UntrustedCertificate {
+    /// The server, `host:port`.
+    pub peer: String,
+    /// What rustls said of the certificate.
+    pub reason: String,
+}
+
+/// A failed handshake with `peer` as the connector reports it: a
+/// certificate the client refused is [`UntrustedCertificate`].
+fn handshake_error(peer: &str, e: std::io::Error) -> BoxError {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(c)) => Box::new(UntrustedCertificate {
+            peer: peer.to_string(),
+            reason: format!("{c:?}"),
+        }),
+        _ => format!("TLS handshake with {peer}: {e}").into(),
+    }
+}
+
+/// The [`UntrustedCertificate`] behind a failed call, if that is why it
+/// failed.
+pub fn untrusted_certificate<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a UntrustedCertificate> {
+    let mut cause: Option<&'a (dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(u) = c.downcast_ref::<UntrustedCertificate>() {
+            return Some(u);
+        }
+        cause = c.source();
+    }
+    None
 }

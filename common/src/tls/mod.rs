@@ -27,7 +27,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tonic::transport::{Channel, Endpoint};
 
-pub use connect::TlsConnector;
+pub use connect::{TlsConnector, UntrustedCertificate, untrusted_certificate};
 pub use serve::{TlsConn, incoming};
 
 /// How often, at most, the directory is checked for new files.

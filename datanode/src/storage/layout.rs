@@ -15,13 +15,20 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The layout over `data_dirs`, creating their `containers` directories.
+    /// The layout over `data_dirs`, creating their `containers` directories
+    /// (0700: block files are the datanode's alone; readers get their
+    /// descriptors through the short-circuit socket, never their paths).
     pub fn create(data_dirs: Vec<PathBuf>) -> Result<Self, StorageError> {
+        use std::os::unix::fs::PermissionsExt;
         if data_dirs.is_empty() {
             return Err(StorageError::Invalid("no data directory configured".into()));
         }
         for d in &data_dirs {
-            std::fs::create_dir_all(d.join("containers")).map_err(io_err(d))?;
+            let c = d.join("containers");
+            private_dirs(&c)?;
+            // One made by an older version is closed too.
+            std::fs::set_permissions(&c, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_err(&c))?;
         }
         Ok(Self { data_dirs })
     }
@@ -45,6 +52,16 @@ impl Layout {
     fn first(&self) -> &Path {
         &self.data_dirs[0]
     }
+}
+
+/// Creates `dir` and its missing parents, each new one 0700.
+pub(crate) fn private_dirs(dir: &Path) -> Result<(), StorageError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err(dir))
 }
 
 #[cfg(test)]

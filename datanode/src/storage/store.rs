@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -202,12 +202,13 @@ impl BlockStore {
         };
         let path = self.block_path(id);
         let dir = path.parent().expect("block path has a parent");
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        super::layout::private_dirs(dir)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(&path)
             .map_err(io_err(&path))?;
         let mut open = self.open.lock().expect("lock");
@@ -738,6 +739,37 @@ mod tests {
                 .to_string()
                 .contains("disagree")
         );
+    }
+
+    #[test]
+    fn block_files_and_their_directories_are_the_datanodes_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("d");
+        // A containers directory left open by an older version is closed.
+        std::fs::create_dir_all(data_dir.join("containers")).unwrap();
+        std::fs::set_permissions(
+            data_dir.join("containers"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let s = BlockStore::open(vec![data_dir.clone()], &dir.path().join("m")).unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 8).unwrap();
+        let id = BlockId {
+            container_id: 3,
+            local_id: 9,
+            commit_seq: 0,
+        };
+        s.write_chunk(&id, &chunk(&ck, 0, b"12345678"), b"12345678", true)
+            .unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let file = s.block_path(&id);
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+        let mut d = file.parent().unwrap();
+        while d != data_dir {
+            assert_eq!(mode(d), 0o700, "{}", d.display());
+            d = d.parent().unwrap();
+        }
     }
 
     #[test]

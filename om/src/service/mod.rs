@@ -10,6 +10,7 @@ use ozone_proto::*;
 use tonic::{Request, Response, Status};
 
 use crate::auth::acl::{self, AclChange, Rights};
+use crate::bad_reports::{BadReports, Refused, short_reason};
 use crate::metrics::{Metrics, OpLabel};
 use crate::placement;
 use crate::registry::Registry;
@@ -19,9 +20,26 @@ use crate::store::{OmError, OmStore};
 
 mod access;
 
+/// The longest error message the OM sends: a message that quotes something
+/// huge a caller sent is cut, so the error itself still fits a reply.
+const MAX_MESSAGE: usize = 4096;
+
+/// `m`, cut to [`MAX_MESSAGE`] bytes on a character boundary.
+fn capped(mut m: String) -> String {
+    if m.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        m.truncate(end);
+        m.push_str("...");
+    }
+    m
+}
+
 impl From<OmError> for Status {
     fn from(e: OmError) -> Self {
-        let m = e.to_string();
+        let m = capped(e.to_string());
         match e {
             OmError::NotFound(_) => Status::not_found(m),
             OmError::AlreadyExists(_) => Status::already_exists(m),
@@ -54,10 +72,11 @@ pub struct OmService {
     settings: OmSettings,
     replicas: Arc<ReplicaMap>,
     replication: Arc<ReplicationManager>,
+    bad_reports: Arc<BadReports>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(e.to_string())
+    Status::invalid_argument(capped(e.to_string()))
 }
 
 /// A file-system path of a request, its volume and bucket checked.
@@ -77,6 +96,7 @@ impl OmService {
         settings: OmSettings,
         replicas: Arc<ReplicaMap>,
         replication: Arc<ReplicationManager>,
+        bad_reports: Arc<BadReports>,
     ) -> Self {
         Self {
             store,
@@ -85,6 +105,7 @@ impl OmService {
             settings,
             replicas,
             replication,
+            bad_reports,
         }
     }
 
@@ -149,6 +170,13 @@ impl OmService {
             self.metrics.errors.get_or_create(&OpLabel { op }).inc();
             Status::from(e)
         })
+    }
+
+    /// What checks the datanodes' receipts for committed and synced block
+    /// lengths: the token signer, when block tokens are on (without them a
+    /// writer's lengths are taken as given).
+    fn receipts(&self) -> Option<ozone_common::token::TokenSigner> {
+        self.settings.tokens.as_ref().map(|(s, _)| s.clone())
     }
 
     /// Replaces id-only replicas with the registry's (or stored) details,
@@ -434,13 +462,23 @@ impl OzoneManager for OmService {
         })?;
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
         let sid = r.session_id;
+        let block_size = self.settings.block_size;
         let mut block = self
-            .run("AllocateBlock", move |s| s.allocate_block(sid, &ids))
+            .run("AllocateBlock", move |s| {
+                s.allocate_block(sid, &ids, block_size)
+            })
             .await?;
         if let (Some((signer, ttl)), Some(id)) = (&self.settings.tokens, &block.block) {
             // The writer's token: WRITE on this block only (Ozone's write
-            // block token); readers get READ tokens at lookup.
-            block.token = signer.sign(id, "WRITE", now_ms() + ttl.as_millis() as u64);
+            // block token), on the datanodes chosen, for at most the bytes
+            // reserved; readers get READ tokens at lookup.
+            let dns: Vec<String> = block.replicas.iter().map(|r| r.id.clone()).collect();
+            block.token = signer.sign_write(
+                id,
+                &dns,
+                block.max_length,
+                now_ms() + ttl.as_millis() as u64,
+            );
         }
         for rep in &mut block.replicas {
             if let Some(d) = self.registry.get(&rep.id) {
@@ -459,9 +497,10 @@ impl OzoneManager for OmService {
         let r = req.into_inner();
         self.require_session(&who, r.session_id, "write keys")
             .await?;
+        let receipts = self.receipts();
         let mut key = self
             .run("CommitKey", move |s| {
-                s.commit_key(r.session_id, &r.blocks, r.size, now_ms())
+                s.commit_key(r.session_id, &r.blocks, r.size, receipts.as_ref(), now_ms())
             })
             .await?;
         self.metrics.keys_committed.inc();
@@ -647,8 +686,9 @@ impl OzoneManager for OmService {
         let r = req.into_inner();
         self.require_session(&who, r.session_id, "write keys")
             .await?;
+        let receipts = self.receipts();
         self.run("Hsync", move |s| {
-            s.hsync_key(r.session_id, &r.blocks, r.size)
+            s.hsync_key(r.session_id, &r.blocks, r.size, receipts.as_ref())
         })
         .await?;
         Ok(Response::new(HsyncResponse {}))
@@ -844,24 +884,46 @@ impl OzoneManager for OmService {
         &self,
         req: Request<ReportBadReplicaRequest>,
     ) -> Result<Response<ReportBadReplicaResponse>, Status> {
-        // Any authenticated caller: a report only orders replicas for
-        // readers and asks for a check, it never deletes one.
+        // A datanode reports its own replicas (its scanner checked them).
+        // Anyone else must hold a READ token for the block (with block
+        // tokens on), is held to a few reports a minute, and only asks: the
+        // datanode checks its replica before the OM acts on the report.
         let who = self.caller(&req).await?;
         let r = req.into_inner();
         let block = r.block.ok_or_else(|| invalid("missing block id"))?;
-        if let crate::auth::Caller::Datanode(d) = &who
-            && d != &r.datanode_id
-        {
-            return Err(Status::permission_denied(format!(
-                "datanode {d} may report only its own replicas"
-            )));
+        let reason = short_reason(&r.reason).to_string();
+        if let crate::auth::Caller::Datanode(d) = &who {
+            if d != &r.datanode_id {
+                return Err(Status::permission_denied(format!(
+                    "datanode {d} may report only its own replicas"
+                )));
+            }
+            tracing::warn!(block = %block.display(), datanode = %r.datanode_id, reason = %reason, "bad replica reported by its datanode");
+            self.metrics.bad_replicas_reported.inc();
+            self.run("ReportBadReplica", move |s| {
+                s.record_bad_replica(&block, &r.datanode_id, &reason)
+            })
+            .await?;
+            return Ok(Response::new(ReportBadReplicaResponse {}));
         }
-        tracing::warn!(block = %block.display(), datanode = %r.datanode_id, reason = %r.reason, "bad replica reported");
+        if let Some((signer, _)) = &self.settings.tokens {
+            signer
+                .verify(&r.token, &block, "READ", now_ms())
+                .map_err(|e| {
+                    Status::permission_denied(format!(
+                        "a bad-replica report needs a READ token for block {}: {e}",
+                        block.display()
+                    ))
+                })?;
+        }
+        let caller = who.to_string();
+        self.bad_reports
+            .report(&caller, block, &r.datanode_id, &reason)
+            .map_err(|e| match e {
+                Refused::UnknownDatanode(_) => Status::not_found(e.to_string()),
+                Refused::TooMany { .. } | Refused::Busy => Status::resource_exhausted(e.to_string()),
+            })?;
         self.metrics.bad_replicas_reported.inc();
-        self.run("ReportBadReplica", move |s| {
-            s.record_bad_replica(&block, &r.datanode_id, &r.reason)
-        })
-        .await?;
         Ok(Response::new(ReportBadReplicaResponse {}))
     }
 

@@ -841,6 +841,7 @@ impl OmStore {
                         .cloned()
                         .collect();
                     Self::queue_deletes(&txn, &unused)?;
+                    let reservation = Usage::reservation(&s);
                     let file = KeyInfo {
                         name: leaf.to_string(),
                         blocks: s.synced_blocks.clone(),
@@ -858,8 +859,9 @@ impl OmStore {
                     }
                     t.files
                         .insert((parent, leaf), file.encode_to_vec().as_slice())?;
-                    // Synced data is kept whatever the quota says.
-                    Self::account(&txn, volume, bucket, used)?;
+                    // Synced data is kept whatever the quota says; the
+                    // session's reservation is given back.
+                    Self::account(&txn, volume, bucket, used.plus(reservation.neg()))?;
                     file.size
                 }
             }
@@ -1031,6 +1033,9 @@ impl OmStore {
 mod tests {
     use super::*;
 
+    /// The block size allocations reserve in these tests.
+    const BS: u64 = 256 << 20;
+
     fn store(dir: &std::path::Path) -> OmStore {
         OmStore::open(&dir.join("om.redb")).unwrap()
     }
@@ -1055,9 +1060,9 @@ mod tests {
     /// Writes and commits a one-block file on `dn1`.
     fn write(s: &OmStore, path: &str, size: u64) -> KeyInfo {
         let sid = s.open_key(&file(path), true, 2).unwrap();
-        let mut b = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let mut b = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
         b.length = size;
-        s.commit_key(sid, &[b], size, 3).unwrap()
+        s.commit_key(sid, &[b], size, None, 3).unwrap()
     }
 
     fn names(s: &OmStore, dir: &str) -> Vec<String> {
@@ -1092,9 +1097,9 @@ mod tests {
         let b = s.get_bucket("vol", "fsb").unwrap();
         assert_eq!((b.used_bytes, b.used_namespace), (120, 8));
         let sid = s.open_key(&file("a/x"), false, 2).unwrap();
-        let mut blk = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let mut blk = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
         blk.length = 20;
-        s.commit_key(sid, &[blk], 20, 3).unwrap();
+        s.commit_key(sid, &[blk], 20, None, 3).unwrap();
         assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_bytes, 150);
         s.fs_delete("vol", "fsb", "a", true).unwrap();
         // The directory goes at once, what it held as it is purged.
@@ -1157,7 +1162,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = new_bucket(d.path());
         let sid = s.open_key(&file("wal/w1"), true, 2).unwrap();
-        let mut b = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let mut b = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
         assert!(!s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
         assert!(s.fs_status("vol", "fsb", "wal/w1").unwrap().open);
         // Another writer of the same name is refused while it is open.
@@ -1166,13 +1171,13 @@ mod tests {
             Err(OmError::AlreadyExists(_))
         ));
         b.length = 7;
-        s.hsync_key(sid, std::slice::from_ref(&b), 7).unwrap();
+        s.hsync_key(sid, std::slice::from_ref(&b), 7, None).unwrap();
         // Lease recovery closes it at the synced length; the old writer's
         // commit is refused after that.
         let (len, _) = s.fs_recover_lease("vol", "fsb", "wal/w1", 4).unwrap();
         assert_eq!(len, 7);
         assert!(s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
-        assert!(s.commit_key(sid, &[b], 7, 5).is_err());
+        assert!(s.commit_key(sid, &[b], 7, None, 5).is_err());
         assert_eq!(s.fs_status("vol", "fsb", "wal/w1").unwrap().size, 7);
     }
 

@@ -7,6 +7,8 @@ use ozone_proto::{
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable};
 
+use ozone_common::token::TokenSigner;
+
 use super::quota::Usage;
 use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode, id_only, key_key};
@@ -189,9 +191,15 @@ impl OmStore {
         }
     }
 
-    /// Allocates a block on `replicas` (datanode ids) for session `id` and
-    /// records it in the session.
-    pub fn allocate_block(&self, id: u64, replicas: &[String]) -> Result<KeyBlock, OmError> {
+    /// Allocates a block on `replicas` (datanode ids) for session `id`,
+    /// reserves its space (see [`OmStore::reserve_block`]: `block_size`
+    /// bytes, or fewer near a quota) and records it in the session.
+    pub fn allocate_block(
+        &self,
+        id: u64,
+        replicas: &[String],
+        block_size: u64,
+    ) -> Result<KeyBlock, OmError> {
         let txn = self.write()?;
         let block = {
             let mut open = txn.open_table(OPEN_KEYS)?;
@@ -216,6 +224,7 @@ impl OmStore {
                     }
                 }
             };
+            let max_length = Self::reserve_block(&txn, &session, block_size)?;
             let local = Self::next(&txn, "local")?;
             let block = KeyBlock {
                 block: Some(BlockId {
@@ -226,7 +235,8 @@ impl OmStore {
                 offset: 0,
                 length: 0,
                 replicas: replicas.iter().map(|r| id_only(r)).collect(),
-                token: Vec::new(),
+                max_length,
+                ..Default::default()
             };
             session.blocks.push(block.clone());
             // The session's last activity, for the open-key cleanup.
@@ -253,17 +263,20 @@ impl OmStore {
     }
 
     /// Commits session `id`: the key becomes visible with `blocks` (which
-    /// must be blocks allocated to the session, with their final lengths)
-    /// in one transaction. A previous key of that name and the session's
-    /// unused blocks are queued for deletion.
+    /// must be blocks allocated to the session, with their final lengths,
+    /// and with `receipts`, the datanodes' receipts for those lengths) in
+    /// one transaction; the session's reserved space becomes the key's
+    /// use. A previous key of that name and the session's unused blocks are
+    /// queued for deletion.
     pub fn commit_key(
         &self,
         id: u64,
         blocks: &[KeyBlock],
         size: u64,
+        receipts: Option<&TokenSigner>,
         now: u64,
     ) -> Result<KeyInfo, OmError> {
-        match self.commit_key_in(id, blocks, size, now) {
+        match self.commit_key_in(id, blocks, size, receipts, now) {
             Err(OmError::QuotaExceeded(m)) => {
                 // Refused: the session ends and its blocks are deleted.
                 self.abort_session(id)?;
@@ -278,6 +291,7 @@ impl OmStore {
         id: u64,
         blocks: &[KeyBlock],
         size: u64,
+        receipts: Option<&TokenSigner>,
         now: u64,
     ) -> Result<KeyInfo, OmError> {
         let txn = self.write()?;
@@ -287,7 +301,13 @@ impl OmStore {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("open key session {id}"))),
             };
-            let committed = Self::checked_blocks(&session, blocks, size)?;
+            let committed = Self::checked_blocks(&session, blocks, size, receipts, true)?;
+            Self::account(
+                &txn,
+                &session.volume,
+                &session.bucket,
+                Usage::reservation(&session).neg(),
+            )?;
             let unused: Vec<KeyBlock> = session
                 .blocks
                 .iter()
@@ -351,11 +371,16 @@ impl OmStore {
     }
 
     /// `blocks` as a key's block list: each allocated to `session`, listed
-    /// once, offsets recomputed, lengths adding up to `size`.
+    /// once, no longer than it was allocated for, offsets recomputed,
+    /// lengths adding up to `size`. With `receipts` (block tokens on) each
+    /// length needs every replica's receipt (`committed`: of a commit;
+    /// otherwise a sync's will do).
     fn checked_blocks(
         session: &KeyInfo,
         blocks: &[KeyBlock],
         size: u64,
+        receipts: Option<&TokenSigner>,
+        committed: bool,
     ) -> Result<Vec<KeyBlock>, OmError> {
         let mut offset = 0u64;
         let mut out: Vec<KeyBlock> = Vec::with_capacity(blocks.len());
@@ -380,12 +405,32 @@ impl OmStore {
                     bid.display()
                 )));
             }
+            if alloc.max_length > 0 && b.length > alloc.max_length {
+                return Err(OmError::Invalid(format!(
+                    "block {} is said to hold {} bytes; it was allocated for at most {}",
+                    bid.display(),
+                    b.length,
+                    alloc.max_length
+                )));
+            }
+            if let Some(signer) = receipts {
+                let ids: Vec<&str> = alloc.replicas.iter().map(|r| r.id.as_str()).collect();
+                signer
+                    .verify_receipts(&b.receipts, bid, &ids, b.length, committed)
+                    .map_err(|e| {
+                        OmError::Invalid(format!(
+                            "block {} at {} bytes: {e}",
+                            bid.display(),
+                            b.length
+                        ))
+                    })?;
+            }
             out.push(KeyBlock {
                 block: Some(*bid),
                 offset,
                 length: b.length,
                 replicas: alloc.replicas.clone(),
-                token: Vec::new(),
+                ..Default::default()
             });
             offset = offset
                 .checked_add(b.length)
@@ -401,7 +446,13 @@ impl OmStore {
 
     /// hsync of write session `id` (a file of a file-system bucket): from
     /// now on readers see `size` bytes in `blocks`.
-    pub fn hsync_key(&self, id: u64, blocks: &[KeyBlock], size: u64) -> Result<(), OmError> {
+    pub fn hsync_key(
+        &self,
+        id: u64,
+        blocks: &[KeyBlock],
+        size: u64,
+        receipts: Option<&TokenSigner>,
+    ) -> Result<(), OmError> {
         let txn = self.write()?;
         {
             let mut open = txn.open_table(OPEN_KEYS)?;
@@ -425,7 +476,7 @@ impl OmStore {
                     session.size
                 )));
             }
-            session.synced_blocks = Self::checked_blocks(&session, blocks, size)?;
+            session.synced_blocks = Self::checked_blocks(&session, blocks, size, receipts, false)?;
             session.size = size;
             session.modified_ms = ozone_common::now_ms();
             open.insert(id, session.encode_to_vec().as_slice())?;
@@ -658,6 +709,7 @@ impl OmStore {
         if let Some(s) = removed {
             Self::queue_deletes(&txn, &s.blocks)?;
             Self::fs_release(&txn, id, &s)?;
+            Self::account(&txn, &s.volume, &s.bucket, Usage::reservation(&s).neg())?;
         }
         self.commit(txn)?;
         Ok(())
@@ -667,6 +719,9 @@ impl OmStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block size allocations reserve in these tests.
+    const BS: u64 = 256 << 20;
 
     fn template(name: &str) -> KeyInfo {
         KeyInfo {
@@ -696,10 +751,10 @@ mod tests {
 
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b1 = s
-            .allocate_block(sid, &["dn1".into(), "dn2".into()])
+            .allocate_block(sid, &["dn1".into(), "dn2".into()], BS)
             .unwrap();
         let b2 = s
-            .allocate_block(sid, &["dn2".into(), "dn3".into()])
+            .allocate_block(sid, &["dn2".into(), "dn3".into()], BS)
             .unwrap();
         assert_ne!(b1.block, b2.block);
         // Not visible before commit.
@@ -710,20 +765,20 @@ mod tests {
         let mut c2 = b2.clone();
         c2.length = 10;
         // Wrong size is refused and keeps the session.
-        assert!(s.commit_key(sid, std::slice::from_ref(&c2), 11, 2).is_err());
+        assert!(s.commit_key(sid, std::slice::from_ref(&c2), 11, None, 2).is_err());
         assert_eq!(s.session(sid).unwrap().blocks.len(), 2);
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
-        let b3 = s.allocate_block(sid, &["dn1".into()]).unwrap();
+        let b3 = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
         let mut c3 = b3.clone();
         c3.length = 10;
         // A block of another session is refused.
-        assert!(s.commit_key(sid, &[c2], 10, 2).is_err());
+        assert!(s.commit_key(sid, &[c2], 10, None, 2).is_err());
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
-        let b4 = s.allocate_block(sid, &["dn1".into()]).unwrap();
-        let b5 = s.allocate_block(sid, &["dn4".into()]).unwrap();
+        let b4 = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
+        let b5 = s.allocate_block(sid, &["dn4".into()], BS).unwrap();
         let mut c5 = b5.clone();
         c5.length = 7;
-        let k = s.commit_key(sid, &[c5], 7, 3).unwrap();
+        let k = s.commit_key(sid, &[c5], 7, None, 3).unwrap();
         assert_eq!(k.size, 7);
         assert_eq!(k.blocks[0].replicas[0].id, "dn4");
         // The unused block of the session is queued for deletion on dn1.

@@ -1,8 +1,11 @@
 //! Volume and bucket details, deletion, and quotas: each bucket row keeps
 //! its use (bytes of committed keys with replicas counted, and names: keys,
-//! files, directories), updated in the transaction that changes it; a
-//! change that would pass a bucket's or its volume's quota is refused
-//! (Ozone's space and namespace quotas).
+//! files, directories) and the bytes reserved for blocks allocated to open
+//! writes, updated in the transaction that changes them; a change that
+//! would pass a bucket's or its volume's quota is refused (Ozone's space
+//! and namespace quotas). Space is charged when a block is allocated (its
+//! most bytes times its replicas, as Ozone does) and turned into use at
+//! commit, so bytes on the datanodes are counted before they are written.
 
 use ozone_proto::{BucketInfo, KeyInfo, ReplicationFactor, VolumeInfo};
 use prost::Message;
@@ -11,20 +14,26 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode};
 
-/// Bytes a committed key holds on datanodes: its size times its replicas.
-pub(crate) fn stored_bytes(k: &KeyInfo) -> u64 {
-    let factor = match ReplicationFactor::try_from(k.replication) {
+/// Replicas a key of `k`'s replication has.
+pub(crate) fn factor(k: &KeyInfo) -> u64 {
+    match ReplicationFactor::try_from(k.replication) {
         Ok(ReplicationFactor::One) => 1,
         _ => 3,
-    };
-    k.size.saturating_mul(factor)
+    }
 }
 
-/// A change of a bucket's use: bytes and names, either sign.
+/// Bytes a committed key holds on datanodes: its size times its replicas.
+pub(crate) fn stored_bytes(k: &KeyInfo) -> u64 {
+    k.size.saturating_mul(factor(k))
+}
+
+/// A change of a bucket's use: bytes, names and reserved bytes, either
+/// sign.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Usage {
     pub bytes: i64,
     pub names: i64,
+    pub reserved: i64,
 }
 
 impl Usage {
@@ -33,12 +42,26 @@ impl Usage {
         Self {
             bytes: stored_bytes(k) as i64,
             names: 1,
+            reserved: 0,
         }
     }
 
     /// `n` names added (negative: removed), no bytes.
     pub(crate) fn names(n: i64) -> Self {
-        Self { bytes: 0, names: n }
+        Self {
+            names: n,
+            ..Self::default()
+        }
+    }
+
+    /// What write session `s` holds reserved: each allocated block's most
+    /// bytes times the replicas.
+    pub(crate) fn reservation(s: &KeyInfo) -> Self {
+        let per = s.blocks.iter().map(|b| b.max_length).sum::<u64>();
+        Self {
+            reserved: per.saturating_mul(factor(s)).min(i64::MAX as u64) as i64,
+            ..Self::default()
+        }
     }
 
     /// The same change, undone.
@@ -46,6 +69,7 @@ impl Usage {
         Self {
             bytes: -self.bytes,
             names: -self.names,
+            reserved: -self.reserved,
         }
     }
 
@@ -54,7 +78,13 @@ impl Usage {
         Self {
             bytes: self.bytes + o.bytes,
             names: self.names + o.names,
+            reserved: self.reserved + o.reserved,
         }
+    }
+
+    /// The change of what counts against a space quota.
+    fn space(self) -> i64 {
+        self.bytes + self.reserved
     }
 }
 
@@ -91,20 +121,42 @@ fn check(what: &str, quota: u64, used: u64, delta: i64, bytes: bool) -> Result<(
     Ok(())
 }
 
-/// Bytes used by every bucket of `volume`.
-fn volume_bytes(
+/// What the buckets of a volume hold: used and reserved bytes, and how many
+/// buckets there are.
+#[derive(Debug, Default)]
+struct VolumeUse {
+    used: u64,
+    reserved: u64,
+    buckets: u64,
+}
+
+impl VolumeUse {
+    /// What counts against the volume's space quota.
+    fn space(&self) -> u64 {
+        self.used.saturating_add(self.reserved)
+    }
+}
+
+/// The use of every bucket of `volume`.
+fn volume_use(
     buckets: &impl ReadableTable<&'static str, &'static [u8]>,
     volume: &str,
-) -> Result<(u64, u64), OmError> {
+) -> Result<VolumeUse, OmError> {
     let lo = format!("{volume}/");
     let hi = format!("{volume}0"); // '0' follows '/'
-    let (mut bytes, mut n) = (0u64, 0u64);
+    let mut u = VolumeUse::default();
     for row in buckets.range(lo.as_str()..hi.as_str())? {
         let b: BucketInfo = decode(row?.1.value())?;
-        bytes = bytes.saturating_add(b.used_bytes);
-        n += 1;
+        u.used = u.used.saturating_add(b.used_bytes);
+        u.reserved = u.reserved.saturating_add(b.reserved_bytes);
+        u.buckets += 1;
     }
-    Ok((bytes, n))
+    Ok(u)
+}
+
+/// What counts against a bucket's space quota: use and reservations.
+fn bucket_space(b: &BucketInfo) -> u64 {
+    b.used_bytes.saturating_add(b.reserved_bytes)
 }
 
 impl OmStore {
@@ -152,7 +204,7 @@ impl OmStore {
         };
         let what = format!("bucket /{k}");
         if enforce {
-            check(&what, b.quota_in_bytes, b.used_bytes, u.bytes, true)?;
+            check(&what, b.quota_in_bytes, bucket_space(&b), u.space(), true)?;
             check(
                 &what,
                 b.quota_in_namespace,
@@ -163,23 +215,24 @@ impl OmStore {
         }
         let volumes = txn.open_table(VOLUMES)?;
         if enforce
-            && u.bytes > 0
+            && u.space() > 0
             && let Some(v) = volumes.get(volume)?
         {
             let v: VolumeInfo = decode(v.value())?;
             if v.quota_in_bytes > 0 {
-                let (used, _) = volume_bytes(&buckets, volume)?;
+                let used = volume_use(&buckets, volume)?.space();
                 check(
                     &format!("volume /{volume}"),
                     v.quota_in_bytes,
                     used,
-                    u.bytes,
+                    u.space(),
                     true,
                 )?;
             }
         }
         b.used_bytes = add(b.used_bytes, u.bytes);
         b.used_namespace = add(b.used_namespace, u.names);
+        b.reserved_bytes = add(b.reserved_bytes, u.reserved);
         buckets.insert(k.as_str(), b.encode_to_vec().as_slice())?;
         Ok(())
     }
@@ -191,7 +244,7 @@ impl OmStore {
     pub(crate) fn check_room(&self, key: &KeyInfo) -> Result<(), OmError> {
         let b = self.get_bucket(&key.volume, &key.bucket)?;
         let what = format!("bucket /{}/{}", key.volume, key.bucket);
-        check(&what, b.quota_in_bytes, b.used_bytes, 1, true)?;
+        check(&what, b.quota_in_bytes, bucket_space(&b), 1, true)?;
         if b.quota_in_namespace == 0 {
             return Ok(());
         }
@@ -218,9 +271,10 @@ impl OmStore {
             Some(v) => decode(v.value())?,
             None => return Err(OmError::NotFound(format!("volume /{volume}"))),
         };
-        let (bytes, n) = volume_bytes(&txn.open_table(BUCKETS)?, volume)?;
-        v.used_bytes = bytes;
-        v.used_namespace = n;
+        let u = volume_use(&txn.open_table(BUCKETS)?, volume)?;
+        v.used_bytes = u.used;
+        v.reserved_bytes = u.reserved;
+        v.used_namespace = u.buckets;
         Ok(v)
     }
 
@@ -242,7 +296,7 @@ impl OmStore {
         let txn = self.write()?;
         {
             let buckets = txn.open_table(BUCKETS)?;
-            let (_, n) = volume_bytes(&buckets, volume)?;
+            let n = volume_use(&buckets, volume)?.buckets;
             if n > 0 {
                 return Err(OmError::Precondition(format!(
                     "volume /{volume} is not empty: it has {n} bucket(s); delete them first"
@@ -324,10 +378,10 @@ impl OmStore {
                     Some(v) => decode(v.value())?,
                     None => return Err(OmError::NotFound(format!("volume /{volume}"))),
                 };
-                let (used, n) = volume_bytes(&txn.open_table(BUCKETS)?, volume)?;
+                let u = volume_use(&txn.open_table(BUCKETS)?, volume)?;
                 let what = format!("volume /{volume}");
-                below(&what, bytes, used, true)?;
-                below(&what, names, n, false)?;
+                below(&what, bytes, u.used, true)?;
+                below(&what, names, u.buckets, false)?;
                 v.quota_in_bytes = bytes.unwrap_or(v.quota_in_bytes);
                 v.quota_in_namespace = names.unwrap_or(v.quota_in_namespace);
                 t.insert(volume, v.encode_to_vec().as_slice())?;
@@ -350,6 +404,72 @@ impl OmStore {
         Ok(())
     }
 
+    /// Reserves space for a block of write session `s` (in `txn`): the
+    /// block may hold `block_size` bytes, or, near a space quota of its
+    /// bucket or volume, what is left there divided by the replicas (whole
+    /// checksum windows). Returns the block's most bytes; no room for one
+    /// window is `QuotaExceeded`.
+    pub(crate) fn reserve_block(
+        txn: &redb::WriteTransaction,
+        s: &KeyInfo,
+        block_size: u64,
+    ) -> Result<u64, OmError> {
+        let n = factor(s);
+        let mut room = u64::MAX;
+        let mut full = String::new();
+        {
+            let buckets = txn.open_table(BUCKETS)?;
+            let k = bucket_key(&s.volume, &s.bucket);
+            let b: BucketInfo = match buckets.get(k.as_str())? {
+                Some(v) => decode(v.value())?,
+                None => return Err(OmError::NotFound(format!("bucket /{k}"))),
+            };
+            if b.quota_in_bytes > 0 {
+                room = b.quota_in_bytes.saturating_sub(bucket_space(&b));
+                full = format!(
+                    "bucket /{k} space quota exceeded: {} used and {} reserved for open writes of {}",
+                    b.used_bytes, b.reserved_bytes, b.quota_in_bytes
+                );
+            }
+            let volumes = txn.open_table(VOLUMES)?;
+            if let Some(v) = volumes.get(s.volume.as_str())? {
+                let v: VolumeInfo = decode(v.value())?;
+                if v.quota_in_bytes > 0 {
+                    let u = volume_use(&buckets, &s.volume)?;
+                    let left = v.quota_in_bytes.saturating_sub(u.space());
+                    if left < room {
+                        room = left;
+                        full = format!(
+                            "volume /{} space quota exceeded: {} used and {} reserved for open writes of {}",
+                            s.volume, u.used, u.reserved, v.quota_in_bytes
+                        );
+                    }
+                }
+            }
+        }
+        let window = u64::from(s.bytes_per_checksum.max(1));
+        let mut grant = block_size.min(room / n);
+        if grant < block_size {
+            grant -= grant % window;
+        }
+        if grant == 0 {
+            return Err(OmError::QuotaExceeded(format!(
+                "{full}; a block needs at least {} bytes ({window} per replica)",
+                window * n
+            )));
+        }
+        Self::account(
+            txn,
+            &s.volume,
+            &s.bucket,
+            Usage {
+                reserved: (grant * n) as i64,
+                ..Usage::default()
+            },
+        )?;
+        Ok(grant)
+    }
+
     /// Refuses a new bucket in a volume at its namespace quota (in `txn`).
     pub(crate) fn check_bucket_room(
         txn: &redb::WriteTransaction,
@@ -360,7 +480,7 @@ impl OmStore {
             return Ok(());
         };
         let v: VolumeInfo = decode(v.value())?;
-        let (_, n) = volume_bytes(&txn.open_table(BUCKETS)?, volume)?;
+        let n = volume_use(&txn.open_table(BUCKETS)?, volume)?.buckets;
         check(
             &format!("volume /{volume}"),
             v.quota_in_namespace,
@@ -374,7 +494,10 @@ impl OmStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ozone_proto::BucketLayout;
+    use ozone_proto::{BucketLayout, KeyBlock};
+
+    /// The block size allocations reserve in these tests.
+    const BS: u64 = 256 << 20;
 
     fn key(name: &str, size: u64, rep: ReplicationFactor) -> KeyInfo {
         KeyInfo {
@@ -387,12 +510,81 @@ mod tests {
         }
     }
 
-    /// Writes `name` through a session with one empty block of `size`.
+    /// Writes `name` of `size` bytes through a session as a writer does:
+    /// blocks as large as each allocation allows; a refused allocation ends
+    /// the session.
     fn put(s: &OmStore, name: &str, size: u64) -> Result<KeyInfo, OmError> {
         let id = s.open_key(&key(name, 0, ReplicationFactor::Three), false, 1)?;
-        let b = s.allocate_block(id, &["dn1".into()])?;
-        let b = ozone_proto::KeyBlock { length: size, ..b };
-        s.commit_key(id, &[b], size, 2)
+        let mut blocks = Vec::new();
+        let mut left = size;
+        while left > 0 {
+            let b = match s.allocate_block(id, &["dn1".into()], BS) {
+                Ok(b) => b,
+                Err(e) => {
+                    s.abort_session(id)?;
+                    return Err(e);
+                }
+            };
+            let length = left.min(b.max_length);
+            left -= length;
+            blocks.push(ozone_proto::KeyBlock { length, ..b });
+        }
+        s.commit_key(id, &blocks, size, None, 2)
+    }
+
+    #[test]
+    fn allocation_reserves_space_and_commit_or_abort_gives_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = OmStore::open(&dir.path().join("om.db")).unwrap();
+        s.create_volume("v", 1).unwrap();
+        s.create_bucket("v", "b", BucketLayout::ObjectStore, 1)
+            .unwrap();
+        let mut t = key("k", 0, ReplicationFactor::Three);
+        t.bytes_per_checksum = 100;
+        // Without a quota a block may hold the block size.
+        let id = s.open_key(&t, false, 1).unwrap();
+        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        assert_eq!(b1.max_length, 1000);
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 3000);
+        s.abort_session(id).unwrap();
+        let b = s.get_bucket("v", "b").unwrap();
+        assert_eq!((b.used_bytes, b.reserved_bytes), (0, 0));
+        // Near a quota the block shrinks to the room left, whole windows.
+        s.set_quota("v", "b", Some(2000), None).unwrap();
+        let id = s.open_key(&t, false, 1).unwrap();
+        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        assert_eq!(b1.max_length, 600, "2000 / 3 replicas, whole 100-byte windows");
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1800);
+        // 200 bytes left: less than one window on three replicas.
+        let e = s.allocate_block(id, &["dn1".into()], 1000).unwrap_err();
+        assert!(matches!(e, OmError::QuotaExceeded(_)), "{e}");
+        assert!(e.to_string().contains("1800 reserved"), "{e}");
+        // The volume counts the reservation too.
+        assert_eq!(s.get_volume("v").unwrap().reserved_bytes, 1800);
+        // Other writers are refused while the space is held, before data.
+        let other = s.open_key(&key("o", 0, ReplicationFactor::One), false, 1).unwrap();
+        let b = s.allocate_block(other, &["dn1".into()], 1000).unwrap();
+        assert_eq!(b.max_length, 200);
+        s.abort_session(other).unwrap();
+        // A block longer than allocated is refused at commit, and so is a
+        // length that overflows.
+        let long = KeyBlock { length: 601, ..b1.clone() };
+        let e = s.commit_key(id, &[long], 601, None, 2).unwrap_err();
+        assert!(e.to_string().contains("at most 600"), "{e}");
+        let huge = KeyBlock { length: u64::MAX, ..b1.clone() };
+        assert!(s.commit_key(id, &[huge], u64::MAX, None, 2).is_err());
+        // A refused commit keeps the session and its reservation; ending
+        // it gives the space back.
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1800);
+        s.abort_session(id).unwrap();
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 0);
+        // A commit turns the reservation into the key's use.
+        let id = s.open_key(&t, false, 1).unwrap();
+        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        s.commit_key(id, &[KeyBlock { length: 250, ..b1 }], 250, None, 2)
+            .unwrap();
+        let b = s.get_bucket("v", "b").unwrap();
+        assert_eq!((b.used_bytes, b.reserved_bytes), (750, 0));
     }
 
     #[test]
