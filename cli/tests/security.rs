@@ -829,3 +829,391 @@ async fn readers_outlive_their_block_tokens() {
         "the slow writer's key"
     );
 }
+
+/// A chunk of `data` at `offset` of a block, with its CRC32C windows of
+/// 16 KiB (the client's default).
+fn chunk_of(offset: u64, data: &[u8]) -> ChunkInfo {
+    let ck = ozone_common::checksum::Checksummer::new(ChecksumType::Crc32c, 16 << 10).unwrap();
+    ChunkInfo {
+        offset,
+        len: data.len() as u64,
+        checksum: Some(ChecksumData {
+            r#type: ChecksumType::Crc32c as i32,
+            bytes_per_checksum: 16 << 10,
+            checksums: ck.compute(data),
+        }),
+        fine_checksum: None,
+    }
+}
+
+/// Writes `len` bytes into `block` on every replica as a writer would
+/// (WriteChunk, PutBlock); the replicas' receipts.
+async fn write_block(block: &KeyBlock, len: usize) -> Vec<BlockReceipt> {
+    let data = vec![5u8; len];
+    let c = chunk_of(0, &data);
+    let mut receipts = Vec::new();
+    for r in &block.replicas {
+        let mut dn = DatanodeClient::connect(format!("http://{}", r.address))
+            .await
+            .unwrap();
+        dn.write_chunk(WriteChunkRequest {
+            block: block.block,
+            chunk: Some(c.clone()),
+            data: data.clone().into(),
+            token: block.token.clone(),
+        })
+        .await
+        .unwrap();
+        let put = dn
+            .put_block(PutBlockRequest {
+                block: Some(BlockData {
+                    id: block.block,
+                    chunks: vec![c.clone()],
+                    size: len as u64,
+                    committed: false,
+                }),
+                sync: false,
+                token: block.token.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        receipts.push(put.receipt.expect("a receipt with block tokens on"));
+    }
+    receipts
+}
+
+/// What the datanodes of a 3-node cluster hold in block files.
+fn bytes_on_datanodes(c: &LocalCluster) -> u64 {
+    fn walk(p: &Path) -> u64 {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return 0;
+        };
+        rd.flatten()
+            .map(|e| {
+                let m = e.metadata().unwrap();
+                if m.is_dir() { walk(&e.path()) } else { m.len() }
+            })
+            .sum()
+    }
+    (0..3).map(|i| walk(&c.datanode_dir(i).join("data/containers"))).sum()
+}
+
+/// A tenant under a 3 MB volume quota tries to store more than its quota
+/// on the datanodes: by committing blocks at a length of 0 (or a negative
+/// or oversized one), by leaving blocks uncommitted, by writing past a
+/// block's allocation or to a datanode the block was not allocated on, and
+/// by committing one block under two keys. Every way is refused, and the
+/// datanodes never hold more than the quota allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn space_quotas_hold_against_a_writer_that_lies() {
+    let s = secured(3).await;
+    let admin = s.client("admin");
+    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
+    let mut om_admin = s.om_as("admin");
+    om_admin
+        .set_quota(SetQuotaRequest {
+            volume: "vol".into(),
+            quota_in_bytes: Some(3_000_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let a = s.client("a");
+    a.create_bucket("vol", "bucket").await.unwrap();
+    let mut om = s.om_as("a");
+    let open = |name: &str| OpenKeyRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+        name: name.into(),
+        replication: ReplicationFactor::Three as i32,
+        checksum_type: ChecksumType::Crc32c as i32,
+        bytes_per_checksum: 16 << 10,
+        ..Default::default()
+    };
+    let session = om.open_key(open("liar")).await.unwrap().into_inner().session_id;
+    let alloc = |sid: u64| AllocateBlockRequest {
+        session_id: sid,
+        ..Default::default()
+    };
+    let b1 = om
+        .allocate_block(alloc(session))
+        .await
+        .unwrap()
+        .into_inner()
+        .block
+        .unwrap();
+    // The block may hold a third of the quota (three replicas), whole
+    // windows: reserved at once.
+    assert_eq!(b1.max_length, 999_424, "{b1:?}");
+    let v = om_admin
+        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(v.reserved_bytes, 3 * 999_424);
+    // Nothing more can be allocated while that is held, in any session.
+    let other = om.open_key(open("other")).await.unwrap().into_inner().session_id;
+    for sid in [session, other] {
+        let e = om.allocate_block(alloc(sid)).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+        assert!(e.message().contains("reserved for open writes"), "{}", e.message());
+    }
+    // A write past the allocation is refused (a WRITE token names its
+    // datanodes too: short_circuit.rs writes with one naming others).
+    let dn = &b1.replicas[0];
+    let mut raw = DatanodeClient::connect(format!("http://{}", dn.address))
+        .await
+        .unwrap();
+    let big = vec![1u8; 1 << 20];
+    let e = raw
+        .write_chunk(WriteChunkRequest {
+            block: b1.block,
+            chunk: Some(chunk_of(0, &big)),
+            data: big.clone().into(),
+            token: b1.token.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(e.message().contains("allows 999424 bytes"), "{}", e.message());
+    // Fill the block, as much as it may hold.
+    let receipts = write_block(&b1, 999_424).await;
+    // Commits that misstate the length are refused: 0, a "negative" one,
+    // one past the allocation, and without the datanodes' receipts.
+    let commit = |length: u64, size: u64, receipts: Vec<BlockReceipt>| CommitKeyRequest {
+        session_id: session,
+        blocks: vec![KeyBlock {
+            length,
+            receipts,
+            ..b1.clone()
+        }],
+        size,
+    };
+    for (what, req) in [
+        ("zero length", commit(0, 0, receipts.clone())),
+        ("a negative length", commit(u64::MAX, u64::MAX, receipts.clone())),
+        ("past the allocation", commit(2_000_000, 2_000_000, receipts.clone())),
+        ("no receipts", commit(999_424, 999_424, Vec::new())),
+        ("one receipt", commit(999_424, 999_424, receipts[..1].to_vec())),
+    ] {
+        let e = om.commit_key(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{what}: {}", e.message());
+    }
+    let v = om_admin
+        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((v.used_bytes, v.reserved_bytes), (0, 3 * 999_424), "refusals change nothing");
+    // The true length commits, and is counted.
+    om.commit_key(commit(999_424, 999_424, receipts.clone()))
+        .await
+        .unwrap();
+    let v = om_admin
+        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((v.used_bytes, v.reserved_bytes), (3 * 999_424, 0));
+    // The block cannot be committed again under another key: the session of
+    // "other" never had it.
+    let e = om
+        .commit_key(CommitKeyRequest {
+            session_id: other,
+            blocks: vec![KeyBlock {
+                length: 999_424,
+                receipts,
+                ..b1.clone()
+            }],
+            size: 999_424,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+    // The quota is used: no further block, so the datanodes hold what the
+    // OM counts and no more.
+    let e = om.allocate_block(alloc(other)).await.unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    let e = a
+        .put_key(KeyPath::new("vol", "bucket", "more"), &mut &b"x"[..])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("quota"), "{e}");
+    let held = bytes_on_datanodes(s.cluster());
+    assert!(held <= 3_000_000, "the datanodes hold {held} bytes under a 3 MB quota");
+    assert_eq!(held, 3 * 999_424);
+}
+
+/// Only a datanode, or a reader holding a READ token for the block, may
+/// report a replica bad; a reader's report is checked by the datanode
+/// before it counts; reports are bounded in size and number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
+    let s = secured(3).await;
+    let admin = s.client("admin");
+    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
+    admin.create_volume_owned("volb", "team-b/app").await.unwrap();
+    let a = s.client("a");
+    a.create_bucket("vol", "bucket").await.unwrap();
+    let want = data::bytes(9, 200_000);
+    let key = put(&a, "k", &want, 64 << 10).await;
+    let b = &key.blocks[0];
+    let bid = b.block.unwrap();
+    let read_token = a
+        .key_info(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap()
+        .blocks[0]
+        .token
+        .clone();
+    // Tenant b, who may not read the key, reports every replica: without a
+    // token, with a forged one, with a token of another block.
+    let mut om_b = s.om_as("b");
+    let forged = TokenSigner::new(&[9u8; 32]).unwrap().sign(&bid, "READ", u64::MAX);
+    let other = BlockId {
+        local_id: bid.local_id + 1,
+        ..bid
+    };
+    let signer = TokenSigner::new(SECRET.as_bytes()).unwrap();
+    let wrong_block = signer.sign(&other, "READ", u64::MAX);
+    for r in &b.replicas {
+        for (what, token) in [
+            ("no token", Vec::new()),
+            ("a forged token", forged.clone()),
+            ("another block's token", wrong_block.clone()),
+        ] {
+            let e = om_b
+                .report_bad_replica(ReportBadReplicaRequest {
+                    block: Some(bid),
+                    datanode_id: r.id.clone(),
+                    reason: "attack".into(),
+                    token,
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{what}: {}", e.message());
+        }
+    }
+    // A reader with the token reports healthy replicas, with a 2 MiB
+    // reason: taken (as a question), checked by each datanode, not counted.
+    let mut om_a = s.om_as("a");
+    for r in &b.replicas {
+        om_a.report_bad_replica(ReportBadReplicaRequest {
+            block: Some(bid),
+            datanode_id: r.id.clone(),
+            reason: "x".repeat(2 << 20),
+            token: read_token.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    // Invented datanodes are refused.
+    let e = om_a
+        .report_bad_replica(ReportBadReplicaRequest {
+            block: Some(bid),
+            datanode_id: "no-such-datanode".into(),
+            reason: "x".into(),
+            token: read_token.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while om_metric(s.cluster(), "ozone_om_bad_replica_reports_unconfirmed") < 3 {
+        assert!(std::time::Instant::now() < deadline, "the datanodes never checked");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed"), 0);
+    // Nothing changed: the key has its replicas in order, none bad, and
+    // the replication status shows nothing missing or damaged.
+    let again = a.key_info(KeyPath::new("vol", "bucket", "k")).await.unwrap();
+    let ids = |k: &KeyInfo| k.blocks[0].replicas.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    let mut before = ids(&key);
+    let mut after = ids(&again);
+    before.sort();
+    after.sort();
+    assert_eq!(before, after);
+    let st = s
+        .om_as("admin")
+        .replication_status(ReplicationStatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((st.missing, st.under_replicated), (0, 0), "{st:?}");
+    assert_eq!(get(&a, "k", 100_000).await, want);
+    // A replica that is damaged is confirmed by its datanode and counted.
+    let victim = &b.replicas[0];
+    let file = block_file(s.cluster(), index_of(s.cluster(), 3, &victim.id), &bid);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    om_a.report_bad_replica(ReportBadReplicaRequest {
+        block: Some(bid),
+        datanode_id: victim.id.clone(),
+        reason: "checksum mismatch".into(),
+        token: read_token.clone(),
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed") < 1 {
+        assert!(std::time::Instant::now() < deadline, "the damage was never confirmed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Reports are bounded per caller: 30 a minute (4 taken so far; the
+    // invented datanode's was refused before it was counted).
+    let mut refused = 0;
+    for _ in 0..30 {
+        if let Err(e) = om_a
+            .report_bad_replica(ReportBadReplicaRequest {
+                block: Some(bid),
+                datanode_id: b.replicas[1].id.clone(),
+                reason: "again".into(),
+                token: read_token.clone(),
+            })
+            .await
+        {
+            assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 4, "30 a minute, then refused");
+}
+
+/// The OM's error for a huge name is small, and names with control
+/// characters are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_and_control_character_names_get_short_clear_errors() {
+    let s = secured(3).await;
+    let admin = s.client("admin");
+    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
+    let a = s.client("a");
+    a.create_bucket("vol", "bucket").await.unwrap();
+    let mut om = s.om_as("a");
+    let open = |name: String| OpenKeyRequest {
+        volume: "vol".into(),
+        bucket: "bucket".into(),
+        name,
+        ..Default::default()
+    };
+    let e = om.open_key(open("k".repeat(1 << 20))).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().len() < 1000, "{} bytes", e.message().len());
+    for bad in ["a\nb", "x\u{1b}[2Jy", "bell\u{7}"] {
+        let e = om.open_key(open(bad.into())).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}");
+        assert!(e.message().contains("control characters"), "{}", e.message());
+        assert!(!e.message().contains('\u{1b}'), "{}", e.message());
+    }
+}
+
+/// Sum of the metric lines starting with `prefix` on the OM's /metrics.
+fn om_metric(c: &LocalCluster, prefix: &str) -> u64 {
+    let ready = std::fs::read_to_string(c.dir().join("om/ready")).unwrap();
+    let http = ready
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap();
+    metric(http, prefix)
+}

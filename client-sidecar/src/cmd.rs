@@ -106,7 +106,11 @@ const DRAIN_IDLE: Duration = Duration::from_secs(1);
 pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let conf = load(&args)?;
     let node = args.node_name.clone().unwrap_or_default();
-    let state = State::new(Active::build(&args.om, Some(&node), &conf)?, node);
+    let access = crate::peer::Access::new(
+        conf.value(&keys::SIDECAR_ALLOWED_UIDS)?.0,
+        conf.value(&keys::DOMAIN_SOCKET_ALLOWED_UIDS)?.0,
+    );
+    let state = State::new(Active::build(&args.om, Some(&node), &conf)?, node, access);
     let ready = Arc::new(AtomicBool::new(false));
     let mut registry = prometheus_client::registry::Registry::default();
     state.metrics.register(&mut registry);
@@ -145,8 +149,16 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     // Each application connection owns the streams it opens: they close
     // when it goes (crate::conn).
     let st = state.clone();
-    let incoming =
-        UnixListenerStream::new(unix).map(move |c| c.map(|io| crate::conn::AppConn::new(io, &st)));
+    let incoming = UnixListenerStream::new(unix).filter_map(move |c| match c {
+        Ok(io) => match st.access.sidecar.admit(&io) {
+            Ok(peer) => Some(Ok(crate::conn::AppConn::new(io, &st, peer))),
+            Err(why) => {
+                st.refused("grpc", &why);
+                None
+            }
+        },
+        Err(e) => Some(Err(e)),
+    });
     servers.spawn(server::serve(
         server::grpc().add_service(svc.clone()),
         incoming,

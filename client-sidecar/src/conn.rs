@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 use tonic::transport::server::Connected;
 
+use crate::peer::Peer;
 use crate::state::State;
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -21,6 +22,13 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// The id of the application connection a request came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnId(pub u64);
+
+/// What a request knows of its connection: its id and its peer.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub id: ConnId,
+    pub peer: Option<Peer>,
+}
 
 /// Closes the connection's streams when dropped (the connection ended).
 struct Owner {
@@ -40,13 +48,15 @@ impl Drop for Owner {
 pub struct AppConn {
     io: UnixStream,
     owner: Owner,
+    peer: Option<Peer>,
 }
 
 impl AppConn {
-    /// Wraps an accepted connection of `state`'s socket.
-    pub fn new(io: UnixStream, state: &Arc<State>) -> Self {
+    /// Wraps an accepted connection of `state`'s socket from `peer`.
+    pub fn new(io: UnixStream, state: &Arc<State>, peer: Option<Peer>) -> Self {
         Self {
             io,
+            peer,
             owner: Owner {
                 id: ConnId(NEXT.fetch_add(1, Ordering::Relaxed)),
                 state: Arc::downgrade(state),
@@ -56,10 +66,13 @@ impl AppConn {
 }
 
 impl Connected for AppConn {
-    type ConnectInfo = ConnId;
+    type ConnectInfo = ConnInfo;
 
-    fn connect_info(&self) -> ConnId {
-        self.owner.id
+    fn connect_info(&self) -> ConnInfo {
+        ConnInfo {
+            id: self.owner.id,
+            peer: self.peer,
+        }
     }
 }
 
@@ -106,5 +119,11 @@ impl AsyncWrite for AppConn {
 /// The connection of a request, when it came on the UNIX socket (tonic
 /// puts each connection's [`Connected::connect_info`] into its requests).
 pub fn of<T>(req: &tonic::Request<T>) -> Option<ConnId> {
-    req.extensions().get::<ConnId>().copied()
+    req.extensions().get::<ConnInfo>().map(|i| i.id)
+}
+
+/// The peer of a request's connection, when it came on the UNIX socket
+/// (`None` on TCP).
+pub fn peer<T>(req: &tonic::Request<T>) -> Option<Peer> {
+    req.extensions().get::<ConnInfo>().and_then(|i| i.peer)
 }

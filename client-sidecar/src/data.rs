@@ -14,6 +14,7 @@ use ozone_proto::{SidecarDataError, SidecarReadRequest};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::peer::Peer;
 use crate::state::State;
 
 /// Read command.
@@ -30,9 +31,12 @@ pub fn socket_of(grpc: &Path) -> PathBuf {
 pub async fn serve(l: UnixListener, state: Arc<State>) {
     loop {
         match l.accept().await {
-            Ok((s, _)) => {
-                tokio::spawn(conn(s, state.clone()));
-            }
+            Ok((s, _)) => match state.access.sidecar.admit(&s) {
+                Ok(peer) => {
+                    tokio::spawn(conn(s, peer, state.clone()));
+                }
+                Err(why) => state.refused("data", &why),
+            },
             Err(e) => {
                 tracing::warn!("data socket accept: {e}");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -41,7 +45,7 @@ pub async fn serve(l: UnixListener, state: Arc<State>) {
     }
 }
 
-async fn conn(mut s: UnixStream, state: Arc<State>) {
+async fn conn(mut s: UnixStream, peer: Option<Peer>, state: Arc<State>) {
     let mut buf = Vec::new();
     loop {
         // Requests are tiny; anything larger is garbage.
@@ -52,7 +56,7 @@ async fn conn(mut s: UnixStream, state: Arc<State>) {
         let res = match (f.cmd, f.decode::<SidecarReadRequest>()) {
             (CMD_READ, Ok(r)) => {
                 state
-                    .read_into(r.handle, r.offset, r.length, false, &mut buf)
+                    .read_into(r.handle, peer, r.offset, r.length, false, &mut buf)
                     .await
             }
             (CMD_READ, Err(e)) => Err(tonic::Status::invalid_argument(format!(

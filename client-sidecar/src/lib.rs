@@ -10,6 +10,7 @@ pub mod conn;
 pub mod data;
 pub mod errors;
 pub mod metrics;
+pub mod peer;
 pub mod policy;
 pub mod relay;
 pub mod service;

@@ -41,6 +41,13 @@ pub struct PassLabels {
     pub result: &'static str,
 }
 
+/// Labels of connections refused for their peer's uid.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SocketLabels {
+    /// `grpc`, `data` or `relay`.
+    pub socket: &'static str,
+}
+
 /// Labels of streams the sidecar closed itself.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReapLabels {
@@ -84,6 +91,8 @@ pub struct Metrics {
     pub passthrough: Family<PassLabels, Counter>,
     /// Descriptors relayed to applications (block files and slot segments).
     pub passthrough_fds: Counter,
+    /// Connections refused for their peer's uid, by socket.
+    pub connections_refused: Family<SocketLabels, Counter>,
     /// Open read streams.
     pub open_streams: Gauge,
     /// Open write streams.
@@ -111,6 +120,7 @@ impl Default for Metrics {
             opens: Family::default(),
             passthrough: Family::default(),
             passthrough_fds: Counter::default(),
+            connections_refused: Family::default(),
             open_streams: Gauge::default(),
             open_writers: Gauge::default(),
             reaped: Family::default(),
@@ -156,6 +166,11 @@ impl Metrics {
             "passthrough_connections",
             "Pass-through connections",
             self.passthrough.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "Connections refused because their peer's uid is not allowed, by socket",
+            self.connections_refused.clone(),
         );
         r.register(
             "passthrough_descriptors",

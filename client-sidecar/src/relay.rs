@@ -71,9 +71,12 @@ pub async fn run(
 async fn accept(l: UnixListener, dn: PathBuf, state: Arc<State>) {
     loop {
         match l.accept().await {
-            Ok((app, _)) => {
-                tokio::spawn(relay(app, dn.clone(), state.clone()));
-            }
+            Ok((app, _)) => match state.access.relay.admit(&app) {
+                Ok(_) => {
+                    tokio::spawn(relay(app, dn.clone(), state.clone()));
+                }
+                Err(why) => state.refused("relay", &why),
+            },
             Err(e) => {
                 tracing::warn!("pass-through accept: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -50,12 +50,14 @@ impl SidecarService {
 
     async fn read_range(
         &self,
-        r: SidecarReadRequest,
+        req: Request<SidecarReadRequest>,
         verified: bool,
     ) -> Result<Response<SidecarReadResponse>, Status> {
+        let caller = crate::conn::peer(&req);
+        let r = req.into_inner();
         let mut buf = Vec::new();
         self.state
-            .read_into(r.handle, r.offset, r.length, verified, &mut buf)
+            .read_into(r.handle, caller, r.offset, r.length, verified, &mut buf)
             .await?;
         Ok(Response::new(SidecarReadResponse {
             data: buf.into(),
@@ -107,6 +109,7 @@ impl Sidecar for SidecarService {
     ) -> Result<Response<SidecarOpenResponse>, Status> {
         let _g = self.state.enter()?;
         let owner = crate::conn::of(&req);
+        let opener = crate::conn::peer(&req);
         let r = req.into_inner();
         let k = key(r.key)?;
         let active = self.state.active();
@@ -121,7 +124,7 @@ impl Sidecar for SidecarService {
             .map_err(status)?;
         let size = reader.size();
         let info = reader.info().clone();
-        let handle = self.state.add_stream(reader, active, owner)?;
+        let handle = self.state.add_stream(reader, active, owner, opener)?;
         self.state
             .metrics
             .opens
@@ -141,7 +144,7 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarReadRequest>,
     ) -> Result<Response<SidecarReadResponse>, Status> {
-        self.read_range(req.into_inner(), false).await
+        self.read_range(req, false).await
     }
 
     type ReadStreamStream = ReceiverStream<Result<SidecarReadResponse, Status>>;
@@ -151,8 +154,9 @@ impl Sidecar for SidecarService {
         req: Request<SidecarReadRequest>,
     ) -> Result<Response<Self::ReadStreamStream>, Status> {
         let g = self.state.enter_open();
+        let caller = crate::conn::peer(&req);
         let r = req.into_inner();
-        let s = self.state.stream(r.handle)?;
+        let s = self.state.stream(r.handle, caller)?;
         let size = s.reader.size();
         if r.offset > size {
             return Err(Status::out_of_range(format!(
@@ -205,15 +209,16 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarReadRequest>,
     ) -> Result<Response<SidecarReadResponse>, Status> {
-        self.read_range(req.into_inner(), true).await
+        self.read_range(req, true).await
     }
 
     async fn close(
         &self,
         req: Request<SidecarCloseRequest>,
     ) -> Result<Response<SidecarCloseResponse>, Status> {
+        let caller = crate::conn::peer(&req);
         let h = req.into_inner().handle;
-        self.state.remove_stream(h);
+        self.state.remove_stream(h, caller);
         // A closed stream's bytes show in the metrics at once, not at the
         // next periodic export.
         self.state.export_stats();
@@ -226,6 +231,7 @@ impl Sidecar for SidecarService {
     ) -> Result<Response<SidecarCreateResponse>, Status> {
         let _g = self.state.enter()?;
         let owner = crate::conn::of(&req);
+        let opener = crate::conn::peer(&req);
         let r = req.into_inner();
         let k = key(r.key)?;
         let w = self
@@ -235,7 +241,7 @@ impl Sidecar for SidecarService {
             .create_file(KeyPath::new(&k.volume, &k.bucket, &k.key), !r.exclusive)
             .await
             .map_err(status)?;
-        let handle = self.state.add_writer(w, owner)?;
+        let handle = self.state.add_writer(w, owner, opener)?;
         Ok(Response::new(SidecarCreateResponse { handle }))
     }
 
@@ -244,6 +250,7 @@ impl Sidecar for SidecarService {
         req: Request<SidecarWriteRequest>,
     ) -> Result<Response<SidecarWriteResponse>, Status> {
         let _g = self.state.enter_open();
+        let caller = crate::conn::peer(&req);
         let r = req.into_inner();
         if r.data.len() as u64 > MAX_READ {
             return Err(Status::invalid_argument(format!(
@@ -251,7 +258,7 @@ impl Sidecar for SidecarService {
                 r.data.len()
             )));
         }
-        let w = self.state.writer(r.handle)?;
+        let w = self.state.writer(r.handle, caller)?;
         let mut g = w.lock().await;
         let w = g
             .as_mut()
@@ -265,8 +272,9 @@ impl Sidecar for SidecarService {
         req: Request<SidecarCommitRequest>,
     ) -> Result<Response<SidecarCommitResponse>, Status> {
         let _g = self.state.enter_open();
+        let caller = crate::conn::peer(&req);
         let h = req.into_inner().handle;
-        let w = self.state.writer(h)?;
+        let w = self.state.writer(h, caller)?;
         let taken = w
             .lock()
             .await
@@ -390,8 +398,9 @@ impl Sidecar for SidecarService {
         req: Request<SidecarCommitRequest>,
     ) -> Result<Response<SidecarWriteResponse>, Status> {
         let _g = self.state.enter_open();
+        let caller = crate::conn::peer(&req);
         let h = req.into_inner().handle;
-        let w = self.state.writer(h)?;
+        let w = self.state.writer(h, caller)?;
         let mut g = w.lock().await;
         let w = g
             .as_mut()

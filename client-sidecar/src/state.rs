@@ -13,6 +13,7 @@ use tonic::Status;
 
 use crate::active::Active;
 use crate::conn::ConnId;
+use crate::peer::{Access, Peer};
 use crate::errors::status;
 use crate::metrics::{Metrics, PathLabels, ReadLabels};
 
@@ -33,6 +34,8 @@ pub(crate) struct Stream {
     used: AtomicU64,
     /// The application connection that opened it.
     owner: Option<ConnId>,
+    /// The process that opened it: only it may use the handle.
+    opener: Option<Peer>,
 }
 
 pub(crate) type Writer = Arc<tokio::sync::Mutex<Option<KeyWriter>>>;
@@ -42,6 +45,7 @@ struct WriterSlot {
     w: Writer,
     used: AtomicU64,
     owner: Option<ConnId>,
+    opener: Option<Peer>,
 }
 
 /// Why a stream was closed by the sidecar rather than by its application.
@@ -71,7 +75,6 @@ pub struct State {
     writers: Mutex<HashMap<u64, Arc<WriterSlot>>>,
     /// The handles each application connection opened.
     owned: Mutex<HashMap<ConnId, std::collections::HashSet<u64>>>,
-    next: AtomicU64,
     draining: AtomicBool,
     inflight: AtomicUsize,
     /// Milliseconds after `born` of the last request that ended.
@@ -80,6 +83,8 @@ pub struct State {
     /// Metrics.
     pub metrics: Metrics,
     node: String,
+    /// Who may connect.
+    pub access: Access,
 }
 
 /// Counts a request in flight; refused while draining.
@@ -98,8 +103,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl State {
-    /// State with `active` in force on node `node`.
-    pub fn new(active: Active, node: String) -> Arc<Self> {
+    /// State with `active` in force on node `node`, its sockets open to
+    /// `access`.
+    pub fn new(active: Active, node: String, access: Access) -> Arc<Self> {
         let metrics = Metrics::default();
         metrics.set_policy(&active);
         let active = Arc::new(active);
@@ -109,13 +115,13 @@ impl State {
             streams: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             last_request: AtomicU64::new(0),
             born: Instant::now(),
             metrics,
             node,
+            access,
         })
     }
 
@@ -232,28 +238,50 @@ impl State {
         self.born.elapsed().as_millis() as u64
     }
 
-    pub(crate) fn stream(&self, handle: u64) -> Result<Arc<Stream>, Status> {
-        let s = lock(&self.streams).get(&handle).cloned().ok_or_else(|| {
-            Status::not_found(format!(
-                "no open stream {handle}: it was closed (by its application, or by the sidecar \
-                 after its connection went or it was idle) or the sidecar restarted; reopen the key"
-            ))
-        })?;
+    /// Read stream `handle`, if `caller` opened it (to anyone else it does
+    /// not exist).
+    pub(crate) fn stream(&self, handle: u64, caller: Option<Peer>) -> Result<Arc<Stream>, Status> {
+        let s = lock(&self.streams)
+            .get(&handle)
+            .filter(|s| s.opener == caller)
+            .cloned()
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no open stream {handle}: it was closed (by its application, or by the \
+                     sidecar after its connection went or it was idle) or the sidecar restarted; \
+                     reopen the key"
+                ))
+            })?;
         s.used.store(self.now_ms(), Ordering::Relaxed);
         Ok(s)
     }
 
-    pub(crate) fn writer(&self, handle: u64) -> Result<Writer, Status> {
-        let w = lock(&self.writers).get(&handle).cloned().ok_or_else(|| {
-            Status::not_found(format!(
-                "no open write {handle}: it was committed, its connection went, it was idle, or \
-                 the sidecar restarted; write the key again"
-            ))
-        })?;
+    /// Write `handle`, if `caller` opened it.
+    pub(crate) fn writer(&self, handle: u64, caller: Option<Peer>) -> Result<Writer, Status> {
+        let w = lock(&self.writers)
+            .get(&handle)
+            .filter(|w| w.opener == caller)
+            .cloned()
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no open write {handle}: it was committed, its connection went, it was idle, \
+                     or the sidecar restarted; write the key again"
+                ))
+            })?;
         w.used.store(self.now_ms(), Ordering::Relaxed);
         Ok(w.w.clone())
     }
 
+    /// Counts and logs a connection to `socket` refused for its peer.
+    pub(crate) fn refused(&self, socket: &'static str, why: &str) {
+        self.metrics
+            .connections_refused
+            .get_or_create(&crate::metrics::SocketLabels { socket })
+            .inc();
+        tracing::warn!(socket, "connection refused: {why}");
+    }
+
+    /// A fresh handle: random, so no other process can guess one.
     fn new_handle(&self) -> Result<u64, Status> {
         let open = self.open_handles();
         if open >= MAX_STREAMS {
@@ -261,7 +289,15 @@ impl State {
                 "{open} streams are open (limit {MAX_STREAMS}): close some"
             )));
         }
-        Ok(self.next.fetch_add(1, Ordering::Relaxed))
+        loop {
+            let h: u64 = rand::random();
+            if h != 0
+                && !lock(&self.streams).contains_key(&h)
+                && !lock(&self.writers).contains_key(&h)
+            {
+                return Ok(h);
+            }
+        }
     }
 
     fn own(&self, owner: Option<ConnId>, handle: u64) {
@@ -306,6 +342,7 @@ impl State {
         reader: KeyReader,
         active: Arc<Active>,
         owner: Option<ConnId>,
+        opener: Option<Peer>,
     ) -> Result<u64, Status> {
         let handle = self.new_handle()?;
         lock(&self.streams).insert(
@@ -315,6 +352,7 @@ impl State {
                 _active: active,
                 used: AtomicU64::new(self.now_ms()),
                 owner,
+                opener,
             }),
         );
         self.own(owner, handle);
@@ -322,13 +360,20 @@ impl State {
         Ok(handle)
     }
 
-    /// Forgets read stream `handle`; whether it was open.
-    pub(crate) fn remove_stream(&self, handle: u64) -> bool {
-        self.forget(handle)
+    /// Forgets read stream `handle` if `caller` opened it; whether it was
+    /// open.
+    pub(crate) fn remove_stream(&self, handle: u64, caller: Option<Peer>) -> bool {
+        self.stream(handle, caller).is_ok() && self.forget(handle)
     }
 
-    /// Registers an open write of connection `owner`; returns its handle.
-    pub(crate) fn add_writer(&self, w: KeyWriter, owner: Option<ConnId>) -> Result<u64, Status> {
+    /// Registers an open write of connection `owner` (process `opener`);
+    /// returns its handle.
+    pub(crate) fn add_writer(
+        &self,
+        w: KeyWriter,
+        owner: Option<ConnId>,
+        opener: Option<Peer>,
+    ) -> Result<u64, Status> {
         let handle = self.new_handle()?;
         lock(&self.writers).insert(
             handle,
@@ -336,6 +381,7 @@ impl State {
                 w: Arc::new(tokio::sync::Mutex::new(Some(w))),
                 used: AtomicU64::new(self.now_ms()),
                 owner,
+                opener,
             }),
         );
         self.own(owner, handle);
@@ -409,13 +455,14 @@ impl State {
     pub async fn read_into(
         self: &Arc<Self>,
         handle: u64,
+        caller: Option<Peer>,
         offset: u64,
         length: u64,
         verified: bool,
         buf: &mut Vec<u8>,
     ) -> Result<(), Status> {
         let _g = self.enter_open();
-        let s = self.stream(handle)?;
+        let s = self.stream(handle, caller)?;
         let n = range(offset, length, s.reader.size())?;
         buf.resize(n, 0);
         let t = Instant::now();
@@ -483,7 +530,7 @@ mod drain_tests {
     #[tokio::test]
     async fn draining_refuses_new_requests_and_counts_in_flight_ones() {
         let a = Active::build("127.0.0.1:1", None, &Conf::new()).unwrap();
-        let s = State::new(a, "n1".into());
+        let s = State::new(a, "n1".into(), Access::default());
         let g = s.enter().unwrap();
         assert_eq!(s.inflight(), 1);
         s.drain();
@@ -507,7 +554,7 @@ mod drain_tests {
     #[tokio::test]
     async fn a_new_policy_is_in_force_and_shown() {
         let a = Active::build("127.0.0.1:1", None, &Conf::new()).unwrap();
-        let s = State::new(a, "n1".into());
+        let s = State::new(a, "n1".into(), Access::default());
         assert!(s.policy().verify_checksum);
         let off = Conf::parse("ozone.client.verify.checksum = false\n", "t").unwrap();
         s.replace(Active::build("127.0.0.1:1", None, &off).unwrap());

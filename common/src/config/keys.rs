@@ -166,10 +166,12 @@ keys! {
     DOMAIN_SOCKET_MAX_CONNECTIONS: u64 = "ozone.domain.socket.max.connections", Some("256"), [Datanode];
     /// Open block descriptors per short-circuit connection (1 to 1048576).
     DOMAIN_SOCKET_SLOTS: u64 = "ozone.domain.socket.slots.per.connection", Some("4096"), [Datanode];
-    /// Peer uids allowed on the socket (empty: any).
-    DOMAIN_SOCKET_ALLOWED_UIDS: Ids = "ozone.domain.socket.allowed.uids", Some(""), [Datanode];
+    /// Peer uids allowed on the socket (empty: any); a sidecar applies it to the applications it relays to the datanode.
+    DOMAIN_SOCKET_ALLOWED_UIDS: Ids = "ozone.domain.socket.allowed.uids", Some(""), [Datanode, Sidecar];
     /// Peer gids allowed on the socket (empty: any).
     DOMAIN_SOCKET_ALLOWED_GIDS: Ids = "ozone.domain.socket.allowed.gids", Some(""), [Datanode];
+    /// Sidecar: peer uids allowed on its UNIX sockets (empty: any; set it on a host where other users can reach them).
+    SIDECAR_ALLOWED_UIDS: Ids = "ozone.sidecar.allowed.uids", Some(""), [Sidecar];
     /// Sidecar: whether a stream may ask for another verify-checksum setting than the policy's.
     SIDECAR_VERIFY_OVERRIDE: bool = "ozone.sidecar.verify.override.allowed", Some("true"), [Sidecar];
     /// Sidecar: relay the datanode sockets to the application (descriptor pass-through).
