@@ -74,12 +74,15 @@ pub(crate) async fn local_up(
     if sidecars {
         for s in cluster.start_sidecars().await? {
             println!(
-                "sidecar {} node={} socket={} passthrough={} http={}",
+                "sidecar {} node={} socket={} passthrough={} http={}{}",
                 s.name,
                 s.node,
                 s.socket.display(),
                 s.passthrough_dir.display(),
-                s.http
+                s.http,
+                s.identity
+                    .map(|i| format!(" identity={i}"))
+                    .unwrap_or_default()
             );
         }
     }

@@ -693,14 +693,37 @@ async fn a_sidecar_presents_its_token() {
     admin.create_bucket("vol", "bucket").await.unwrap();
     let want = data::bytes(8, 50_000);
     put(&admin, "k", &want, 8192).await;
-    // The cluster's processes get the admin's token file (--set); the
-    // sidecar reads what it names.
+    // The cluster's processes get the admin's token file (--set); a sidecar
+    // gets a token and an identity of its own, never the admin's.
     let sc =
         s.tc.cluster
             .start_sidecar("node1", "app", &[])
             .await
             .unwrap();
+    assert_eq!(sc.identity.as_deref(), Some("local/app"));
     let client = ozone_client::SidecarClient::unix(&sc.socket).unwrap();
+    let e = client
+        .open_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("local/app") && e.to_string().contains("denied"),
+        "the sidecar has no right the admin did not grant it: {e}"
+    );
+    ozone_ok(
+        &s.cluster().om_address(),
+        &[
+            "--set",
+            &format!("ozone.client.token.file={}", s.token("admin").display()),
+            "sh",
+            "bucket",
+            "addacl",
+            "-a",
+            "user:local/app:rl",
+            "/vol/bucket",
+        ],
+    );
     let r = client
         .open_key(KeyPath::new("vol", "bucket", "k"))
         .await
@@ -710,7 +733,7 @@ async fn a_sidecar_presents_its_token() {
     assert_eq!(got, want);
     // The token's file emptied: the sidecar's next OM call is refused, as
     // UNAUTHENTICATED, with the file named.
-    std::fs::write(s.token("admin"), "").unwrap();
+    std::fs::write(sc.socket.with_file_name("token"), "").unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(11)).await;
     let e = client
         .open_key(KeyPath::new("vol", "bucket", "k"))
@@ -943,22 +966,21 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .into_inner()
         .block
         .unwrap();
-    // The block may hold a third of the quota (three replicas), whole
-    // windows: reserved at once.
-    assert_eq!(b1.max_length, 999_424, "{b1:?}");
+    // The block may hold a third of the quota (three replicas): reserved
+    // at once.
+    assert_eq!(b1.max_length, 1_000_000, "{b1:?}");
     let v = om_admin
         .get_volume(GetVolumeRequest { volume: "vol".into() })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(v.reserved_bytes, 3 * 999_424);
-    // Nothing more can be allocated while that is held, in any session.
+    assert_eq!(v.reserved_bytes, 3 * 1_000_000);
+    // Nothing more can be allocated while that is held: the refused write
+    // ends.
     let other = om.open_key(open("other")).await.unwrap().into_inner().session_id;
-    for sid in [session, other] {
-        let e = om.allocate_block(alloc(sid)).await.unwrap_err();
-        assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
-        assert!(e.message().contains("reserved for open writes"), "{}", e.message());
-    }
+    let e = om.allocate_block(alloc(other)).await.unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+    assert!(e.message().contains("reserved for open writes"), "{}", e.message());
     // A write past the allocation is refused (a WRITE token names its
     // datanodes too: short_circuit.rs writes with one naming others).
     let dn = &b1.replicas[0];
@@ -976,9 +998,9 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
-    assert!(e.message().contains("allows 999424 bytes"), "{}", e.message());
+    assert!(e.message().contains("allows 1000000 bytes"), "{}", e.message());
     // Fill the block, as much as it may hold.
-    let receipts = write_block(&b1, 999_424).await;
+    let receipts = write_block(&b1, 1_000_000).await;
     // Commits that misstate the length are refused: 0, a "negative" one,
     // one past the allocation, and without the datanodes' receipts.
     let commit = |length: u64, size: u64, receipts: Vec<BlockReceipt>| CommitKeyRequest {
@@ -994,8 +1016,8 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         ("zero length", commit(0, 0, receipts.clone())),
         ("a negative length", commit(u64::MAX, u64::MAX, receipts.clone())),
         ("past the allocation", commit(2_000_000, 2_000_000, receipts.clone())),
-        ("no receipts", commit(999_424, 999_424, Vec::new())),
-        ("one receipt", commit(999_424, 999_424, receipts[..1].to_vec())),
+        ("no receipts", commit(1_000_000, 1_000_000, Vec::new())),
+        ("one receipt", commit(1_000_000, 1_000_000, receipts[..1].to_vec())),
     ] {
         let e = om.commit_key(req).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{what}: {}", e.message());
@@ -1005,9 +1027,9 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((v.used_bytes, v.reserved_bytes), (0, 3 * 999_424), "refusals change nothing");
+    assert_eq!((v.used_bytes, v.reserved_bytes), (0, 3 * 1_000_000), "refusals change nothing");
     // The true length commits, and is counted.
-    om.commit_key(commit(999_424, 999_424, receipts.clone()))
+    om.commit_key(commit(1_000_000, 1_000_000, receipts.clone()))
         .await
         .unwrap();
     let v = om_admin
@@ -1015,18 +1037,19 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((v.used_bytes, v.reserved_bytes), (3 * 999_424, 0));
+    assert_eq!((v.used_bytes, v.reserved_bytes), (3 * 1_000_000, 0));
     // The block cannot be committed again under another key: the session of
     // "other" never had it.
+    let other = om.open_key(open("other")).await.unwrap().into_inner().session_id;
     let e = om
         .commit_key(CommitKeyRequest {
             session_id: other,
             blocks: vec![KeyBlock {
-                length: 999_424,
+                length: 1_000_000,
                 receipts,
                 ..b1.clone()
             }],
-            size: 999_424,
+            size: 1_000_000,
         })
         .await
         .unwrap_err();
@@ -1042,7 +1065,7 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
     assert!(e.to_string().contains("quota"), "{e}");
     let held = bytes_on_datanodes(s.cluster());
     assert!(held <= 3_000_000, "the datanodes hold {held} bytes under a 3 MB quota");
-    assert_eq!(held, 3 * 999_424);
+    assert_eq!(held, 3 * 1_000_000);
 }
 
 /// Only a datanode, or a reader holding a READ token for the block, may

@@ -715,10 +715,6 @@ async fn verification_without_widening() {
             "{bpc}: not this read's error"
         );
         assert_eq!(sc.stats().short_circuit_bytes, 20_000);
-        // Inside: caught, and the right bytes come from another replica.
-        k.read_exact_at(1_990_000, &mut buf).await.unwrap();
-        assert_eq!(buf, want[1_990_000..2_055_536]);
-        assert_eq!(sc.stats().checksum_failures, 1, "{bpc}");
         // The verify-off instance sees the stored byte.
         let kr = raw
             .open_key(KeyPath::new("vol", "bucket", &name))
@@ -726,6 +722,29 @@ async fn verification_without_widening() {
             .unwrap();
         kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
         assert_eq!(buf[10_000], want[2_000_000] ^ 0x40);
+        // Inside: caught, and the right bytes come from another replica.
+        k.read_exact_at(1_990_000, &mut buf).await.unwrap();
+        assert_eq!(buf, want[1_990_000..2_055_536]);
+        assert_eq!(sc.stats().checksum_failures, 1, "{bpc}");
+        // The report has node1 check its replica; found damaged, it is no
+        // longer served, so soon even the verify-off instance reads the
+        // right bytes (from another replica).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let kr = raw
+                .open_key(KeyPath::new("vol", "bucket", &name))
+                .await
+                .unwrap();
+            kr.read_exact_at(1_990_000, &mut buf).await.unwrap();
+            if buf == want[1_990_000..2_055_536] {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{bpc}: the damaged replica was still served"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         // Verification asked for on one stream of that instance.
         let kr = raw
             .open_key_with(KeyPath::new("vol", "bucket", &name), Some(true))

@@ -104,6 +104,7 @@ pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, C
         dir,
         skip_security_check: conf.value(&keys::DOMAIN_SOCKET_SKIP_CHECK)?,
         max_connections: conf.value(&keys::DOMAIN_SOCKET_MAX_CONNECTIONS)? as usize,
+        max_connections_per_uid: conf.value(&keys::DOMAIN_SOCKET_MAX_CONNECTIONS_PER_UID)? as usize,
         slots_per_connection: slots as u32,
         allowed_uids: conf.value(&keys::DOMAIN_SOCKET_ALLOWED_UIDS)?.0,
         allowed_gids: conf.value(&keys::DOMAIN_SOCKET_ALLOWED_GIDS)?.0,

@@ -14,6 +14,7 @@ mod shortcircuit;
 mod slots;
 pub mod socket_path;
 mod storage;
+mod uid_limit;
 
 pub use config::DatanodeConfig;
 pub use server::{DatanodeHandle, StartError, start};

@@ -24,6 +24,8 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
 
 use crate::metrics::{Metrics, ReasonLabel};
+use crate::uid_limit::UidLimit;
+use ozone_common::config::keys;
 use crate::slots::{GrantError, Segment};
 use crate::socket_path::{self, PathSecurityError};
 use crate::storage::{BlockStore, StorageError};
@@ -43,6 +45,8 @@ pub struct ShortCircuitConfig {
     pub skip_security_check: bool,
     /// Concurrent connections served; more are closed at once.
     pub max_connections: usize,
+    /// Concurrent connections served per peer uid.
+    pub max_connections_per_uid: usize,
     /// Slots (so open block fds) per connection.
     pub slots_per_connection: u32,
     /// Peer uids allowed (empty: any).
@@ -120,6 +124,7 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(ctx.cfg.max_connections.max(1)));
+    let per_uid = UidLimit::new(ctx.cfg.max_connections_per_uid);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -133,14 +138,26 @@ pub async fn serve(
                 continue;
             }
         };
+        let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
+        let slot = match per_uid.take(uid) {
+            Ok(s) => s,
+            Err(n) => {
+                let m = format!(
+                    "uid {uid} has {n} short-circuit connections open, the most one user may \
+                     ({})",
+                    keys::DOMAIN_SOCKET_MAX_CONNECTIONS_PER_UID.name
+                );
+                refuse_busy(&ctx, &stream, "uid_limit", &m).await;
+                continue;
+            }
+        };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            ctx.metrics.sc_refused("connection_limit");
-            let _ = send_error(
-                &stream,
-                ScRefusal::Busy,
-                "too many short-circuit connections",
-            )
-            .await;
+            let m = format!(
+                "{} short-circuit connections are open, the most this datanode serves ({})",
+                ctx.cfg.max_connections,
+                keys::DOMAIN_SOCKET_MAX_CONNECTIONS.name
+            );
+            refuse_busy(&ctx, &stream, "connection_limit", &m).await;
             continue;
         };
         let ctx = ctx.clone();
@@ -149,9 +166,21 @@ pub async fn serve(
             handle(&ctx, stream).await;
             ctx.metrics.sc_connections.dec();
             drop(permit);
+            drop(slot);
         });
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// Refuses a connection for a limit (`reason`, the metric's label): counted,
+/// logged (the first refusal and every hundredth, so a flood does not flood
+/// the log) and answered with a Busy refusal, which sends the client to gRPC.
+async fn refuse_busy(ctx: &ScContext, stream: &UnixStream, reason: &'static str, message: &str) {
+    let n = ctx.metrics.sc_refused(reason);
+    if n % 100 == 1 {
+        tracing::warn!(refused = n, "short-circuit connection refused: {message}");
+    }
+    let _ = send_error(stream, ScRefusal::Busy, message).await;
 }
 
 async fn send_error(
@@ -410,10 +439,11 @@ async fn get_block(
 
 /// Label helper for refusal counters.
 impl Metrics {
-    /// Counts a short-circuit refusal by reason.
-    pub fn sc_refused(&self, reason: &'static str) {
+    /// Counts a short-circuit refusal by reason; the count before it.
+    pub fn sc_refused(&self, reason: &'static str) -> u64 {
         self.sc_refusals
             .get_or_create(&ReasonLabel { reason })
-            .inc();
+            .inc()
+            + 1
     }
 }

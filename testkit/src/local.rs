@@ -89,6 +89,9 @@ pub struct SidecarInfo {
     pub conf: PathBuf,
     /// Its HTTP address (/metrics, /policy).
     pub http: String,
+    /// The identity it presents to the OM, when the cluster checks tokens
+    /// against a file: its own, `local/<name>`.
+    pub identity: Option<String>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
@@ -439,6 +442,7 @@ impl LocalCluster {
             passthrough_dir: dir.join("sockets"),
             conf,
             http: String::new(),
+            identity: None,
         };
         let mut args = vec![
             "sidecar".to_string(),
@@ -458,9 +462,73 @@ impl LocalCluster {
             dir.join("ready").display().to_string(),
         ];
         args.extend(self.conf_args());
+        // On a shared host the sidecar's sockets are open to other users:
+        // only this user's processes may use them.
+        args.push("--set".into());
+        args.push(format!(
+            "{}={}",
+            keys::SIDECAR_ALLOWED_UIDS.name,
+            nix::unistd::getuid().as_raw()
+        ));
+        let mut info = info;
+        if let Some(token) = self.sidecar_token(name, &dir)? {
+            // Its own identity, not the token the cluster was started with.
+            args.push("--set".into());
+            args.push(format!("{}={}", keys::CLIENT_TOKEN_FILE.name, token.display()));
+            info.identity = Some(Self::sidecar_identity(name));
+        }
         self.sidecars.retain(|(s, _, _)| s.name != name);
         self.sidecars.push((info, args, None));
         self.restart_sidecar(name).await
+    }
+
+    /// The identity sidecar `name` presents to the OM: `local/<name>`.
+    pub fn sidecar_identity(name: &str) -> String {
+        format!("local/{name}")
+    }
+
+    /// On a cluster whose OM checks client tokens against a file
+    /// (`ozone.om.token.auth.file`), gives sidecar `name` a token of its
+    /// own: a fresh random one, entered in that file as
+    /// [`sidecar_identity`](Self::sidecar_identity) (replacing an earlier
+    /// one of that name) and written to `dir/token` (0600). Its path, or
+    /// `None` when the OM checks no token file.
+    fn sidecar_token(&self, name: &str, dir: &Path) -> Result<Option<PathBuf>, LocalError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let prefix = format!("{}=", keys::TOKEN_AUTH_FILE.name);
+        let Some(file) = self
+            .spec
+            .conf
+            .iter()
+            .rev()
+            .find_map(|kv| kv.strip_prefix(&prefix))
+            .map(PathBuf::from)
+        else {
+            return Ok(None);
+        };
+        let token: String = (0..32)
+            .map(|_| format!("{:02x}", rand::random::<u8>()))
+            .collect();
+        let who = Self::sidecar_identity(name);
+        let old = std::fs::read_to_string(&file).map_err(io(&file))?;
+        let mut text: String = old
+            .lines()
+            .filter(|l| l.split(',').nth(1).map(str::trim) != Some(who.as_str()))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        text.push_str(&format!("{token},{who}\n"));
+        std::fs::write(&file, text).map_err(io(&file))?;
+        let path = dir.join("token");
+        let _ = std::fs::remove_file(&path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io(&path))?;
+        f.write_all(token.as_bytes()).map_err(io(&path))?;
+        Ok(Some(path))
     }
 
     /// (Re)starts sidecar `name` with the arguments it was first started with.

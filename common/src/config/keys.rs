@@ -164,6 +164,8 @@ keys! {
     DOMAIN_SOCKET_SKIP_CHECK: bool = "ozone.domain.socket.path.skip.security.check", Some("false"), [Datanode];
     /// Short-circuit connections a datanode serves at once.
     DOMAIN_SOCKET_MAX_CONNECTIONS: u64 = "ozone.domain.socket.max.connections", Some("256"), [Datanode];
+    /// Short-circuit connections one peer uid may hold at once (refusals: `ozone_datanode_sc_refusals{reason="uid_limit"}`).
+    DOMAIN_SOCKET_MAX_CONNECTIONS_PER_UID: u64 = "ozone.domain.socket.max.connections.per.uid", Some("128"), [Datanode];
     /// Open block descriptors per short-circuit connection (1 to 1048576).
     DOMAIN_SOCKET_SLOTS: u64 = "ozone.domain.socket.slots.per.connection", Some("4096"), [Datanode];
     /// Peer uids allowed on the socket (empty: any); a sidecar applies it to the applications it relays to the datanode.

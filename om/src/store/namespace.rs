@@ -200,6 +200,23 @@ impl OmStore {
         replicas: &[String],
         block_size: u64,
     ) -> Result<KeyBlock, OmError> {
+        match self.allocate_block_in(id, replicas, block_size) {
+            Err(OmError::QuotaExceeded(m)) => {
+                // Refused: the write ends, its blocks are deleted and its
+                // reservation given back (as for a commit over a quota).
+                self.abort_session(id)?;
+                Err(OmError::QuotaExceeded(m))
+            }
+            r => r,
+        }
+    }
+
+    fn allocate_block_in(
+        &self,
+        id: u64,
+        replicas: &[String],
+        block_size: u64,
+    ) -> Result<KeyBlock, OmError> {
         let txn = self.write()?;
         let block = {
             let mut open = txn.open_table(OPEN_KEYS)?;

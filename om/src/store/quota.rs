@@ -406,9 +406,9 @@ impl OmStore {
 
     /// Reserves space for a block of write session `s` (in `txn`): the
     /// block may hold `block_size` bytes, or, near a space quota of its
-    /// bucket or volume, what is left there divided by the replicas (whole
-    /// checksum windows). Returns the block's most bytes; no room for one
-    /// window is `QuotaExceeded`.
+    /// bucket or volume, what is left there divided by the replicas.
+    /// Returns the block's most bytes; no room for one byte on every
+    /// replica is `QuotaExceeded`.
     pub(crate) fn reserve_block(
         txn: &redb::WriteTransaction,
         s: &KeyInfo,
@@ -447,16 +447,9 @@ impl OmStore {
                 }
             }
         }
-        let window = u64::from(s.bytes_per_checksum.max(1));
-        let mut grant = block_size.min(room / n);
-        if grant < block_size {
-            grant -= grant % window;
-        }
+        let grant = block_size.min(room / n);
         if grant == 0 {
-            return Err(OmError::QuotaExceeded(format!(
-                "{full}; a block needs at least {} bytes ({window} per replica)",
-                window * n
-            )));
+            return Err(OmError::QuotaExceeded(full));
         }
         Self::account(
             txn,
@@ -511,20 +504,13 @@ mod tests {
     }
 
     /// Writes `name` of `size` bytes through a session as a writer does:
-    /// blocks as large as each allocation allows; a refused allocation ends
-    /// the session.
+    /// blocks as large as each allocation allows.
     fn put(s: &OmStore, name: &str, size: u64) -> Result<KeyInfo, OmError> {
         let id = s.open_key(&key(name, 0, ReplicationFactor::Three), false, 1)?;
         let mut blocks = Vec::new();
         let mut left = size;
         while left > 0 {
-            let b = match s.allocate_block(id, &["dn1".into()], BS) {
-                Ok(b) => b,
-                Err(e) => {
-                    s.abort_session(id)?;
-                    return Err(e);
-                }
-            };
+            let b = s.allocate_block(id, &["dn1".into()], BS)?;
             let length = left.min(b.max_length);
             left -= length;
             blocks.push(ozone_proto::KeyBlock { length, ..b });
@@ -539,8 +525,7 @@ mod tests {
         s.create_volume("v", 1).unwrap();
         s.create_bucket("v", "b", BucketLayout::ObjectStore, 1)
             .unwrap();
-        let mut t = key("k", 0, ReplicationFactor::Three);
-        t.bytes_per_checksum = 100;
+        let t = key("k", 0, ReplicationFactor::Three);
         // Without a quota a block may hold the block size.
         let id = s.open_key(&t, false, 1).unwrap();
         let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
@@ -553,29 +538,31 @@ mod tests {
         s.set_quota("v", "b", Some(2000), None).unwrap();
         let id = s.open_key(&t, false, 1).unwrap();
         let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
-        assert_eq!(b1.max_length, 600, "2000 / 3 replicas, whole 100-byte windows");
-        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1800);
-        // 200 bytes left: less than one window on three replicas.
-        let e = s.allocate_block(id, &["dn1".into()], 1000).unwrap_err();
-        assert!(matches!(e, OmError::QuotaExceeded(_)), "{e}");
-        assert!(e.to_string().contains("1800 reserved"), "{e}");
+        assert_eq!(b1.max_length, 666, "2000 / 3 replicas");
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         // The volume counts the reservation too.
-        assert_eq!(s.get_volume("v").unwrap().reserved_bytes, 1800);
-        // Other writers are refused while the space is held, before data.
+        assert_eq!(s.get_volume("v").unwrap().reserved_bytes, 1998);
+        // Another writer gets what is left: 2 bytes on one replica.
         let other = s.open_key(&key("o", 0, ReplicationFactor::One), false, 1).unwrap();
         let b = s.allocate_block(other, &["dn1".into()], 1000).unwrap();
-        assert_eq!(b.max_length, 200);
-        s.abort_session(other).unwrap();
+        assert_eq!(b.max_length, 2);
+        // Then nothing is left: refused, and the refused session ends with
+        // its reservation and blocks gone.
+        let e = s.allocate_block(other, &["dn1".into()], 1000).unwrap_err();
+        assert!(matches!(e, OmError::QuotaExceeded(_)), "{e}");
+        assert!(e.to_string().contains("1998 reserved"), "{e}");
+        assert!(s.session(other).is_err());
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         // A block longer than allocated is refused at commit, and so is a
         // length that overflows.
-        let long = KeyBlock { length: 601, ..b1.clone() };
-        let e = s.commit_key(id, &[long], 601, None, 2).unwrap_err();
-        assert!(e.to_string().contains("at most 600"), "{e}");
+        let long = KeyBlock { length: 667, ..b1.clone() };
+        let e = s.commit_key(id, &[long], 667, None, 2).unwrap_err();
+        assert!(e.to_string().contains("at most 666"), "{e}");
         let huge = KeyBlock { length: u64::MAX, ..b1.clone() };
         assert!(s.commit_key(id, &[huge], u64::MAX, None, 2).is_err());
         // A refused commit keeps the session and its reservation; ending
         // it gives the space back.
-        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1800);
+        assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         s.abort_session(id).unwrap();
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 0);
         // A commit turns the reservation into the key's use.
