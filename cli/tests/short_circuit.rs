@@ -755,3 +755,59 @@ async fn verification_without_widening() {
     }
     tc.cluster.stop().await;
 }
+
+/// One user cannot take every short-circuit connection of a node: past its
+/// per-uid limit its connections are refused as busy (the client falls
+/// back to gRPC), counted and said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_cannot_take_every_short_circuit_connection() {
+    let tc = cluster(3, &["ozone.domain.socket.max.connections.per.uid=2"]).await;
+    let c = &tc.cluster;
+    let sock = socket_of(c, 0);
+    // Two connections held open (no handshake yet: the datanode waits).
+    let _held: Vec<tokio::net::UnixStream> = held_connections(&sock, 2).await;
+    let third = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    let f = tokio::time::timeout(
+        Duration::from_secs(5),
+        ozone_common::shortcircuit::recv(&third),
+    )
+    .await
+    .expect("an answer")
+    .expect("a frame");
+    assert_eq!(
+        f.cmd,
+        ozone_common::shortcircuit::CMD_ERROR | ozone_common::shortcircuit::RESPONSE
+    );
+    let e: ozone_proto::ScError = f.decode().unwrap();
+    assert_eq!(e.refusal, ozone_proto::ScRefusal::Busy as i32);
+    assert!(
+        e.message.contains("ozone.domain.socket.max.connections.per.uid"),
+        "{}",
+        e.message
+    );
+    let m = reqwest_metrics(c, 0).await;
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("ozone_datanode_sc_refusals_total{reason=\"uid_limit\"} 1")),
+        "{m}"
+    );
+    // Once a held connection goes, the user may connect again.
+    drop(_held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = sc_client(c, "node1", &[]);
+    bucket(&r).await;
+    let want = data::bytes(4, 100_000);
+    put(&r, "k", &want, 65_536).await;
+    assert_eq!(get(&r, "k", 65_536).await, want);
+    assert!(r.stats().short_circuit_bytes > 0, "short-circuit again");
+    tc.cluster.stop().await;
+}
+
+/// `n` connections to `sock`, held open.
+async fn held_connections(sock: &std::path::Path, n: usize) -> Vec<tokio::net::UnixStream> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(tokio::net::UnixStream::connect(sock).await.unwrap());
+    }
+    v
+}

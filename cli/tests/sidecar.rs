@@ -964,3 +964,178 @@ async fn the_dashboard_queries_only_metrics_the_processes_export() {
         .collect();
     assert!(missing.is_empty(), "not exported: {missing:?}");
 }
+
+/// A raw gRPC client of the sidecar at `socket`, for what `SidecarClient`
+/// keeps to itself (stream handles).
+async fn raw_sidecar(
+    socket: &std::path::Path,
+) -> ozone_proto::sidecar_client::SidecarClient<tonic::transport::Channel> {
+    let path = socket.to_path_buf();
+    let ch = tonic::transport::Endpoint::from_static("http://sidecar.local")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(&path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+            }
+        }))
+        .await
+        .unwrap();
+    ozone_proto::sidecar_client::SidecarClient::new(ch)
+}
+
+/// What another process (python3) gets asking the data socket beside
+/// `socket` for 10 bytes of stream `handle`: `data N` or `error CODE`, or
+/// `closed` when the sidecar hangs up.
+fn read_from_another_process(socket: &std::path::Path, handle: u64) -> String {
+    let script = r#"
+import socket, struct, sys
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+path, handle = sys.argv[1], int(sys.argv[2])
+body = b"\x08" + varint(handle) + b"\x10" + varint(0) + b"\x18" + varint(10)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(path)
+s.sendall(bytes([1, 0x10]) + struct.pack(">I", len(body)) + body)
+hdr = b""
+while len(hdr) < 6:
+    got = s.recv(6 - len(hdr))
+    if not got:
+        print("closed")
+        sys.exit(0)
+    hdr += got
+n = struct.unpack(">I", hdr[2:6])[0]
+rest = b""
+while len(rest) < n:
+    rest += s.recv(n - len(rest))
+if hdr[1] == 0xff:
+    # SidecarDataError{code = 1}
+    print("error", rest[1] if rest[:1] == b"\x08" else -1)
+else:
+    print("data", n)
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(socket.with_extension("data"))
+        .arg(handle.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// On a shared host: a sidecar serves only the uids it allows, on every
+/// socket; a relay only those the datanode allows too; and a stream's
+/// handle is random and answers only the process that opened it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_sockets_serve_allowed_users_and_handles_only_their_opener() {
+    let mut tc = cluster(3, &[]).await;
+    let (_w, want, _key) = setup(&tc.cluster, "acc").await;
+    let c = &mut tc.cluster;
+    let s = c.start_sidecar("node1", "acc", &[]).await.unwrap();
+    let mut raw = raw_sidecar(&s.socket).await;
+    let open = |key: &str| ozone_proto::SidecarOpenRequest {
+        key: Some(ozone_proto::KeyRef {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            key: key.into(),
+        }),
+        ..Default::default()
+    };
+    let h1 = raw.open(open("acc")).await.unwrap().into_inner().handle;
+    let h2 = raw.open(open("acc")).await.unwrap().into_inner().handle;
+    assert!(h1 > 1 << 32 && h2 > 1 << 32, "random handles: {h1} {h2}");
+    // Its opener reads it, on gRPC and on the data socket.
+    let r = raw
+        .read(ozone_proto::SidecarReadRequest {
+            handle: h1,
+            offset: 0,
+            length: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.data[..], want[..10]);
+    let app = SidecarClient::unix(&s.socket).unwrap();
+    let mine = app.open_key(KeyPath::new("vol", "bucket", "acc")).await.unwrap();
+    let mut buf = [0u8; 10];
+    mine.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf[..], want[..10]);
+    // Another process, with the right handle, gets NOT_FOUND (5); the
+    // stream still serves its opener.
+    assert_eq!(read_from_another_process(&s.socket, h1), "error 5");
+    let r = raw
+        .read(ozone_proto::SidecarReadRequest {
+            handle: h1,
+            offset: 10,
+            length: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.data[..], want[10..20]);
+
+    // A sidecar that allows another uid only: every socket refuses us.
+    let strict = c
+        .start_sidecar("node1", "strict-uid", &["ozone.sidecar.allowed.uids = 4242"])
+        .await
+        .unwrap();
+    let e = SidecarClient::unix(&strict.socket)
+        .unwrap()
+        .policy()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ClientError::Unavailable(_) | ClientError::Rpc { .. }),
+        "{e:?}"
+    );
+    assert_eq!(read_from_another_process(&strict.socket, h1), "closed");
+    eventually("the refusals counted", || {
+        metric(&strict, "ozone_sidecar_connections_refused_total{socket=\"grpc\"}") >= 1.0
+            && metric(&strict, "ozone_sidecar_connections_refused_total{socket=\"data\"}") >= 1.0
+    })
+    .await;
+    // A relay also applies the datanode's list to whoever connects.
+    let dn_rule = c
+        .start_sidecar("node1", "dn-rule", &["ozone.domain.socket.allowed.uids = 4242"])
+        .await
+        .unwrap();
+    let relay = dn_rule
+        .passthrough_dir
+        .join(format!("dn-{}.sock", c.datanode_id(0).unwrap()));
+    eventually("the relay socket", || relay.exists()).await;
+    {
+        use tokio::io::AsyncReadExt;
+        let mut r = tokio::net::UnixStream::connect(&relay).await.unwrap();
+        let mut b = [0u8; 8];
+        assert_eq!(r.read(&mut b).await.unwrap_or(0), 0, "closed");
+    }
+    eventually("the relay refusal counted", || {
+        metric(&dn_rule, "ozone_sidecar_connections_refused_total{socket=\"relay\"}") >= 1.0
+    })
+    .await;
+    // The sidecar that allows us still relays.
+    let ok_relay = s
+        .passthrough_dir
+        .join(format!("dn-{}.sock", c.datanode_id(0).unwrap()));
+    eventually("the relay socket", || ok_relay.exists()).await;
+    let via = sc_client_at(c, &s.passthrough_dir);
+    let k = via.open_key(KeyPath::new("vol", "bucket", "acc")).await.unwrap();
+    k.read_exact_at(0, &mut buf).await.unwrap();
+    assert_eq!(buf[..], want[..10]);
+    assert!(via.stats().short_circuit_bytes > 0, "read through the relay");
+    tc.cluster.stop().await;
+}
+
+/// A client on node1 reading short-circuit through the sockets in `dir`.
+fn sc_client_at(c: &LocalCluster, dir: &std::path::Path) -> Client {
+    let at = format!("ozone.domain.socket.path={}", dir.display());
+    client(c, Some("node1"), &[&at])
+}

@@ -463,13 +463,19 @@ impl LocalCluster {
         ];
         args.extend(self.conf_args());
         // On a shared host the sidecar's sockets are open to other users:
-        // only this user's processes may use them.
-        args.push("--set".into());
-        args.push(format!(
-            "{}={}",
-            keys::SIDECAR_ALLOWED_UIDS.name,
-            nix::unistd::getuid().as_raw()
-        ));
+        // only this user's processes may use them (unless the policy says
+        // who may).
+        if !policy
+            .iter()
+            .any(|l| l.trim_start().starts_with(keys::SIDECAR_ALLOWED_UIDS.name))
+        {
+            args.push("--set".into());
+            args.push(format!(
+                "{}={}",
+                keys::SIDECAR_ALLOWED_UIDS.name,
+                nix::unistd::getuid().as_raw()
+            ));
+        }
         let mut info = info;
         if let Some(token) = self.sidecar_token(name, &dir)? {
             // Its own identity, not the token the cluster was started with.

@@ -550,7 +550,7 @@ mod tests {
         // its reservation and blocks gone.
         let e = s.allocate_block(other, &["dn1".into()], 1000).unwrap_err();
         assert!(matches!(e, OmError::QuotaExceeded(_)), "{e}");
-        assert!(e.to_string().contains("1998 reserved"), "{e}");
+        assert!(e.to_string().contains("2000 reserved"), "{e}");
         assert!(s.session(other).is_err());
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         // A block longer than allocated is refused at commit, and so is a
