@@ -224,7 +224,10 @@ async fn get<A: KeyAccess>(
 pub(crate) async fn download<R: KeyRead>(r: &R, dest: &Path, what: &str) -> anyhow::Result<u64> {
     let partial = Partial::new(dest)
         .with_context(|| format!("creating a temporary file beside {}", dest.display()))?;
-    let f = partial.file.try_clone().context("duplicating a descriptor")?;
+    let f = partial
+        .file
+        .try_clone()
+        .context("duplicating a descriptor")?;
     let mut out = Counted {
         inner: tokio::fs::File::from_std(f),
         progress: Progress::new(Some(r.size())),

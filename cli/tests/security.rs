@@ -708,7 +708,8 @@ async fn a_sidecar_presents_its_token() {
         .err()
         .unwrap();
     assert!(
-        e.to_string().contains("PermissionDenied: local/app may not read keys"),
+        e.to_string()
+            .contains("PermissionDenied: local/app may not read keys"),
         "the sidecar has no right the admin did not grant it: {e}"
     );
     ozone_ok(
@@ -919,7 +920,9 @@ fn bytes_on_datanodes(c: &LocalCluster) -> u64 {
             })
             .sum()
     }
-    (0..3).map(|i| walk(&c.datanode_dir(i).join("data/containers"))).sum()
+    (0..3)
+        .map(|i| walk(&c.datanode_dir(i).join("data/containers")))
+        .sum()
 }
 
 /// A tenant under a 3 MB volume quota tries to store more than its quota
@@ -932,7 +935,10 @@ fn bytes_on_datanodes(c: &LocalCluster) -> u64 {
 async fn space_quotas_hold_against_a_writer_that_lies() {
     let s = secured(3).await;
     let admin = s.client("admin");
-    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
+    admin
+        .create_volume_owned("vol", "team-a/app")
+        .await
+        .unwrap();
     let mut om_admin = s.om_as("admin");
     om_admin
         .set_quota(SetQuotaRequest {
@@ -954,7 +960,12 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         bytes_per_checksum: 16 << 10,
         ..Default::default()
     };
-    let session = om.open_key(open("liar")).await.unwrap().into_inner().session_id;
+    let session = om
+        .open_key(open("liar"))
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
     let alloc = |sid: u64| AllocateBlockRequest {
         session_id: sid,
         ..Default::default()
@@ -970,17 +981,28 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
     // at once.
     assert_eq!(b1.max_length, 1_000_000, "{b1:?}");
     let v = om_admin
-        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .get_volume(GetVolumeRequest {
+            volume: "vol".into(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(v.reserved_bytes, 3 * 1_000_000);
     // Nothing more can be allocated while that is held: the refused write
     // ends.
-    let other = om.open_key(open("other")).await.unwrap().into_inner().session_id;
+    let other = om
+        .open_key(open("other"))
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
     let e = om.allocate_block(alloc(other)).await.unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
-    assert!(e.message().contains("reserved for open writes"), "{}", e.message());
+    assert!(
+        e.message().contains("reserved for open writes"),
+        "{}",
+        e.message()
+    );
     // A write past the allocation is refused (a WRITE token names its
     // datanodes too: short_circuit.rs writes with one naming others).
     let dn = &b1.replicas[0];
@@ -998,7 +1020,11 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
-    assert!(e.message().contains("allows 1000000 bytes"), "{}", e.message());
+    assert!(
+        e.message().contains("allows 1000000 bytes"),
+        "{}",
+        e.message()
+    );
     // Fill the block, as much as it may hold.
     let receipts = write_block(&b1, 1_000_000).await;
     // Commits that misstate the length are refused: 0, a "negative" one,
@@ -1014,33 +1040,55 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
     };
     for (what, req) in [
         ("zero length", commit(0, 0, receipts.clone())),
-        ("a negative length", commit(u64::MAX, u64::MAX, receipts.clone())),
-        ("past the allocation", commit(2_000_000, 2_000_000, receipts.clone())),
+        (
+            "a negative length",
+            commit(u64::MAX, u64::MAX, receipts.clone()),
+        ),
+        (
+            "past the allocation",
+            commit(2_000_000, 2_000_000, receipts.clone()),
+        ),
         ("no receipts", commit(1_000_000, 1_000_000, Vec::new())),
-        ("one receipt", commit(1_000_000, 1_000_000, receipts[..1].to_vec())),
+        (
+            "one receipt",
+            commit(1_000_000, 1_000_000, receipts[..1].to_vec()),
+        ),
     ] {
         let e = om.commit_key(req).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{what}: {}", e.message());
     }
     let v = om_admin
-        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .get_volume(GetVolumeRequest {
+            volume: "vol".into(),
+        })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((v.used_bytes, v.reserved_bytes), (0, 3 * 1_000_000), "refusals change nothing");
+    assert_eq!(
+        (v.used_bytes, v.reserved_bytes),
+        (0, 3 * 1_000_000),
+        "refusals change nothing"
+    );
     // The true length commits, and is counted.
     om.commit_key(commit(1_000_000, 1_000_000, receipts.clone()))
         .await
         .unwrap();
     let v = om_admin
-        .get_volume(GetVolumeRequest { volume: "vol".into() })
+        .get_volume(GetVolumeRequest {
+            volume: "vol".into(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((v.used_bytes, v.reserved_bytes), (3 * 1_000_000, 0));
     // The block cannot be committed again under another key: the session of
     // "other" never had it.
-    let other = om.open_key(open("other")).await.unwrap().into_inner().session_id;
+    let other = om
+        .open_key(open("other"))
+        .await
+        .unwrap()
+        .into_inner()
+        .session_id;
     let e = om
         .commit_key(CommitKeyRequest {
             session_id: other,
@@ -1064,7 +1112,10 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .unwrap_err();
     assert!(e.to_string().contains("quota"), "{e}");
     let held = bytes_on_datanodes(s.cluster());
-    assert!(held <= 3_000_000, "the datanodes hold {held} bytes under a 3 MB quota");
+    assert!(
+        held <= 3_000_000,
+        "the datanodes hold {held} bytes under a 3 MB quota"
+    );
     assert_eq!(held, 3 * 1_000_000);
 }
 
@@ -1075,8 +1126,14 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
 async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     let s = secured(3).await;
     let admin = s.client("admin");
-    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
-    admin.create_volume_owned("volb", "team-b/app").await.unwrap();
+    admin
+        .create_volume_owned("vol", "team-a/app")
+        .await
+        .unwrap();
+    admin
+        .create_volume_owned("volb", "team-b/app")
+        .await
+        .unwrap();
     let a = s.client("a");
     a.create_bucket("vol", "bucket").await.unwrap();
     let want = data::bytes(9, 200_000);
@@ -1093,7 +1150,9 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     // Tenant b, who may not read the key, reports every replica: without a
     // token, with a forged one, with a token of another block.
     let mut om_b = s.om_as("b");
-    let forged = TokenSigner::new(&[9u8; 32]).unwrap().sign(&bid, "READ", u64::MAX);
+    let forged = TokenSigner::new(&[9u8; 32])
+        .unwrap()
+        .sign(&bid, "READ", u64::MAX);
     let other = BlockId {
         local_id: bid.local_id + 1,
         ..bid
@@ -1144,14 +1203,29 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     assert_eq!(e.code(), Code::NotFound, "{}", e.message());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while om_metric(s.cluster(), "ozone_om_bad_replica_reports_unconfirmed") < 3 {
-        assert!(std::time::Instant::now() < deadline, "the datanodes never checked");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the datanodes never checked"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed"), 0);
+    assert_eq!(
+        om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed"),
+        0
+    );
     // Nothing changed: the key has its replicas in order, none bad, and
     // the replication status shows nothing missing or damaged.
-    let again = a.key_info(KeyPath::new("vol", "bucket", "k")).await.unwrap();
-    let ids = |k: &KeyInfo| k.blocks[0].replicas.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    let again = a
+        .key_info(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
+    let ids = |k: &KeyInfo| {
+        k.blocks[0]
+            .replicas
+            .iter()
+            .map(|r| r.id.clone())
+            .collect::<Vec<_>>()
+    };
     let mut before = ids(&key);
     let mut after = ids(&again);
     before.sort();
@@ -1181,7 +1255,10 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed") < 1 {
-        assert!(std::time::Instant::now() < deadline, "the damage was never confirmed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the damage was never confirmed"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     // Reports are bounded per caller: 30 a minute (4 taken so far; the
@@ -1210,7 +1287,10 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
 async fn huge_and_control_character_names_get_short_clear_errors() {
     let s = secured(3).await;
     let admin = s.client("admin");
-    admin.create_volume_owned("vol", "team-a/app").await.unwrap();
+    admin
+        .create_volume_owned("vol", "team-a/app")
+        .await
+        .unwrap();
     let a = s.client("a");
     a.create_bucket("vol", "bucket").await.unwrap();
     let mut om = s.om_as("a");
@@ -1226,7 +1306,11 @@ async fn huge_and_control_character_names_get_short_clear_errors() {
     for bad in ["a\nb", "x\u{1b}[2Jy", "bell\u{7}"] {
         let e = om.open_key(open(bad.into())).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}");
-        assert!(e.message().contains("control characters"), "{}", e.message());
+        assert!(
+            e.message().contains("control characters"),
+            "{}",
+            e.message()
+        );
         assert!(!e.message().contains('\u{1b}'), "{}", e.message());
     }
 }

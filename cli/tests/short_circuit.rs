@@ -781,7 +781,8 @@ async fn one_user_cannot_take_every_short_circuit_connection() {
     let e: ozone_proto::ScError = f.decode().unwrap();
     assert_eq!(e.refusal, ozone_proto::ScRefusal::Busy as i32);
     assert!(
-        e.message.contains("ozone.domain.socket.max.connections.per.uid"),
+        e.message
+            .contains("ozone.domain.socket.max.connections.per.uid"),
         "{}",
         e.message
     );

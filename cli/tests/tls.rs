@@ -131,7 +131,11 @@ async fn tls_refuses_plaintext_and_rotates_under_load() {
     let at_stranger = format!("hdds.grpc.tls.dir={}", stranger.display());
     let doubtful = client(&tc.cluster, None, &[&on, &at_stranger]);
     let t = std::time::Instant::now();
-    let e = doubtful.create_volume("doubt").await.unwrap_err().to_string();
+    let e = doubtful
+        .create_volume("doubt")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("certificate is not accepted"), "{e}");
     assert!(e.contains("UnknownIssuer"), "{e}");
     assert!(

@@ -13,9 +13,9 @@ use tonic::Status;
 
 use crate::active::Active;
 use crate::conn::ConnId;
-use crate::peer::{Access, Peer};
 use crate::errors::status;
 use crate::metrics::{Metrics, PathLabels, ReadLabels};
+use crate::peer::{Access, Peer};
 
 /// Largest single read or write piece.
 pub const MAX_READ: u64 = 16 << 20;

@@ -248,7 +248,9 @@ impl KeyReader {
                     .or_default()
                     .push(dn.id.clone());
                 self.inner.any_bad.store(true, Ordering::Release);
-                self.inner.report_bad(id, token, &dn.id, &c.to_string()).await;
+                self.inner
+                    .report_bad(id, token, &dn.id, &c.to_string())
+                    .await;
                 errors.push(format!("{}: {c}", dn.id));
             }
             ReplicaError::Other(m) => {

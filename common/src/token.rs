@@ -28,7 +28,10 @@ pub enum TokenError {
     #[error("block token secret must be at least 32 bytes (got {0})")]
     WeakSecret(usize),
     #[error("WRITE token is for datanodes {granted:?}, not {wanted}")]
-    WrongDatanode { granted: Vec<String>, wanted: String },
+    WrongDatanode {
+        granted: Vec<String>,
+        wanted: String,
+    },
     #[error("WRITE token allows {max} bytes in the block; this write reaches {wanted}")]
     PastLimit { max: u64, wanted: u64 },
     #[error("command signature required but none was given")]
@@ -198,7 +201,13 @@ impl TokenSigner {
         Ok(body)
     }
 
-    fn receipt_mac(&self, datanode: &str, block: &BlockId, length: u64, committed: bool) -> Hmac<Sha256> {
+    fn receipt_mac(
+        &self,
+        datanode: &str,
+        block: &BlockId,
+        length: u64,
+        committed: bool,
+    ) -> Hmac<Sha256> {
         let mut m = self.mac(b"ozone-receipt\0");
         m.update(&(datanode.len() as u64).to_le_bytes());
         m.update(datanode.as_bytes());
@@ -603,12 +612,16 @@ mod tests {
             s.sign_receipt("dn-1", &b, 100, true),
             s.sign_receipt("dn-2", &b, 100, true),
         ];
-        s.verify_receipts(&rs, &b, &["dn-1", "dn-2"], 100, true).unwrap();
+        s.verify_receipts(&rs, &b, &["dn-1", "dn-2"], 100, true)
+            .unwrap();
         assert!(matches!(
             s.verify_receipts(&rs, &b, &["dn-1", "dn-2"], 0, true),
             Err(TokenError::BadReceipt { .. })
         ));
-        assert!(s.verify_receipts(&rs, &other, &["dn-1"], 100, true).is_err());
+        assert!(
+            s.verify_receipts(&rs, &other, &["dn-1"], 100, true)
+                .is_err()
+        );
         assert_eq!(
             s.verify_receipts(&rs, &b, &["dn-1", "dn-3"], 100, true),
             Err(TokenError::NoReceipt("dn-3".into()))
@@ -616,14 +629,24 @@ mod tests {
         // A receipt moved to another datanode's name does not verify.
         let mut moved = rs[0].clone();
         moved.datanode_id = "dn-3".into();
-        assert!(s.verify_receipts(&[moved], &b, &["dn-3"], 100, true).is_err());
+        assert!(
+            s.verify_receipts(&[moved], &b, &["dn-3"], 100, true)
+                .is_err()
+        );
         // A synced receipt is enough for an hsync, not for a commit.
         let synced = vec![s.sign_receipt("dn-1", &b, 100, false)];
-        s.verify_receipts(&synced, &b, &["dn-1"], 100, false).unwrap();
-        assert!(s.verify_receipts(&synced, &b, &["dn-1"], 100, true).is_err());
+        s.verify_receipts(&synced, &b, &["dn-1"], 100, false)
+            .unwrap();
+        assert!(
+            s.verify_receipts(&synced, &b, &["dn-1"], 100, true)
+                .is_err()
+        );
         // A length edited in the receipt does not verify.
         let mut edited = rs[0].clone();
         edited.length = 0;
-        assert!(s.verify_receipts(&[edited], &b, &["dn-1"], 0, true).is_err());
+        assert!(
+            s.verify_receipts(&[edited], &b, &["dn-1"], 0, true)
+                .is_err()
+        );
     }
 }

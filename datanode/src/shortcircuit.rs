@@ -24,12 +24,12 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
 
 use crate::metrics::{Metrics, ReasonLabel};
-use crate::uid_limit::UidLimit;
-use ozone_common::config::keys;
 use crate::slots::{GrantError, Segment};
 use crate::socket_path::{self, PathSecurityError};
 use crate::storage::{BlockStore, StorageError};
+use crate::uid_limit::UidLimit;
 use ozone_common::block_key::key_of;
+use ozone_common::config::keys;
 
 /// Largest request body accepted on the socket.
 const MAX_REQUEST: u32 = 64 << 10;

@@ -178,8 +178,8 @@ impl BadReports {
         let s = self.store.clone();
         let dn = dn.to_string();
         let reason = format!("checked after a report: {}", short_reason(&r.reason));
-        let _ = tokio::task::spawn_blocking(move || s.record_bad_replica(&block, &dn, &reason))
-            .await;
+        let _ =
+            tokio::task::spawn_blocking(move || s.record_bad_replica(&block, &dn, &reason)).await;
     }
 }
 

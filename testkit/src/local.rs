@@ -480,7 +480,11 @@ impl LocalCluster {
         if let Some(token) = self.sidecar_token(name, &dir)? {
             // Its own identity, not the token the cluster was started with.
             args.push("--set".into());
-            args.push(format!("{}={}", keys::CLIENT_TOKEN_FILE.name, token.display()));
+            args.push(format!(
+                "{}={}",
+                keys::CLIENT_TOKEN_FILE.name,
+                token.display()
+            ));
             info.identity = Some(Self::sidecar_identity(name));
         }
         self.sidecars.retain(|(s, _, _)| s.name != name);

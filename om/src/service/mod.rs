@@ -921,7 +921,9 @@ impl OzoneManager for OmService {
             .report(&caller, block, &r.datanode_id, &reason)
             .map_err(|e| match e {
                 Refused::UnknownDatanode(_) => Status::not_found(e.to_string()),
-                Refused::TooMany { .. } | Refused::Busy => Status::resource_exhausted(e.to_string()),
+                Refused::TooMany { .. } | Refused::Busy => {
+                    Status::resource_exhausted(e.to_string())
+                }
             })?;
         self.metrics.bad_replicas_reported.inc();
         Ok(Response::new(ReportBadReplicaResponse {}))

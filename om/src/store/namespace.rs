@@ -782,7 +782,10 @@ mod tests {
         let mut c2 = b2.clone();
         c2.length = 10;
         // Wrong size is refused and keeps the session.
-        assert!(s.commit_key(sid, std::slice::from_ref(&c2), 11, None, 2).is_err());
+        assert!(
+            s.commit_key(sid, std::slice::from_ref(&c2), 11, None, 2)
+                .is_err()
+        );
         assert_eq!(s.session(sid).unwrap().blocks.len(), 2);
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b3 = s.allocate_block(sid, &["dn1".into()], BS).unwrap();

@@ -543,7 +543,9 @@ mod tests {
         // The volume counts the reservation too.
         assert_eq!(s.get_volume("v").unwrap().reserved_bytes, 1998);
         // Another writer gets what is left: 2 bytes on one replica.
-        let other = s.open_key(&key("o", 0, ReplicationFactor::One), false, 1).unwrap();
+        let other = s
+            .open_key(&key("o", 0, ReplicationFactor::One), false, 1)
+            .unwrap();
         let b = s.allocate_block(other, &["dn1".into()], 1000).unwrap();
         assert_eq!(b.max_length, 2);
         // Then nothing is left: refused, and the refused session ends with
@@ -555,10 +557,16 @@ mod tests {
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         // A block longer than allocated is refused at commit, and so is a
         // length that overflows.
-        let long = KeyBlock { length: 667, ..b1.clone() };
+        let long = KeyBlock {
+            length: 667,
+            ..b1.clone()
+        };
         let e = s.commit_key(id, &[long], 667, None, 2).unwrap_err();
         assert!(e.to_string().contains("at most 666"), "{e}");
-        let huge = KeyBlock { length: u64::MAX, ..b1.clone() };
+        let huge = KeyBlock {
+            length: u64::MAX,
+            ..b1.clone()
+        };
         assert!(s.commit_key(id, &[huge], u64::MAX, None, 2).is_err());
         // A refused commit keeps the session and its reservation; ending
         // it gives the space back.
