@@ -1174,3 +1174,118 @@ fn sc_client_at(c: &LocalCluster, dir: &std::path::Path) -> Client {
     let at = format!("ozone.domain.socket.path={}", dir.display());
     client(c, Some("node1"), &[&at])
 }
+
+/// A python3 that has `grpcio`: the system's, or one in a virtual
+/// environment this test makes under the target directory (from PyPI).
+fn python_with_grpc() -> std::path::PathBuf {
+    use std::process::Command;
+    let has_grpc = |py: &std::path::Path| {
+        Command::new(py)
+            .args(["-c", "import grpc"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if has_grpc(std::path::Path::new("python3")) {
+        return "python3".into();
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("py-grpc");
+    let py = venv.join("bin/python");
+    if !has_grpc(&py) {
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "python3 -m venv {}", venv.display());
+        let ok = Command::new(&py)
+            .args(["-m", "pip", "install", "-q", "grpcio"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "pip install grpcio");
+    }
+    py
+}
+
+/// Python's gRPC client (C core, whose default `:authority` for a UNIX
+/// socket is the socket's path) is served like any other: several calls on
+/// one connection, a stream opened and read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpc_clients_are_served() {
+    use prost::Message;
+    let mut tc = cluster(3, &[]).await;
+    let (_w, want, _key) = setup(&tc.cluster, "py").await;
+    let s = tc.cluster.start_sidecar("node1", "py", &[]).await.unwrap();
+    let open = ozone_proto::SidecarOpenRequest {
+        key: Some(ozone_proto::KeyRef {
+            volume: "vol".into(),
+            bucket: "bucket".into(),
+            key: "py".into(),
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let script = r#"
+import sys, grpc
+sock, open_req = sys.argv[1], bytes.fromhex(sys.argv[2])
+ch = grpc.insecure_channel("unix:" + sock)
+def call(method, req):
+    f = ch.unary_unary("/ozone.v1.Sidecar/" + method,
+                       request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    return f(req, timeout=10)
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+def field1(msg):
+    assert msg[0] == 0x08
+    n, shift, i = 0, 0, 1
+    while True:
+        n |= (msg[i] & 0x7f) << shift
+        shift += 7
+        if msg[i] & 0x80 == 0:
+            return n
+        i += 1
+print(call("GetPolicy", b"").hex())
+opened = call("Open", open_req)
+print(opened.hex())
+handle = field1(opened)
+print(call("Read", b"\x08" + varint(handle) + b"\x18" + varint(10)).hex())
+"#;
+    let out = std::process::Command::new(python_with_grpc())
+        .args(["-c", script])
+        .arg(&s.socket)
+        .arg(hex(&open))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Vec<u8>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            (0..l.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&l[i..i + 2], 16).unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let policy = ozone_proto::SidecarPolicy::decode(&lines[0][..]).unwrap();
+    assert_eq!(policy.node_name, "node1");
+    let opened = ozone_proto::SidecarOpenResponse::decode(&lines[1][..]).unwrap();
+    assert_eq!(opened.size, want.len() as u64);
+    let read = ozone_proto::SidecarReadResponse::decode(&lines[2][..]).unwrap();
+    assert_eq!(read.data[..], want[..10]);
+    tc.cluster.stop().await;
+}

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 use tonic::transport::server::Connected;
 
+use crate::authority::AuthorityFix;
 use crate::peer::Peer;
 use crate::state::State;
 
@@ -49,6 +50,8 @@ pub struct AppConn {
     io: UnixStream,
     owner: Owner,
     peer: Option<Peer>,
+    /// C-core clients' socket-path authority, fixed (crate::authority).
+    fix: AuthorityFix,
 }
 
 impl AppConn {
@@ -57,6 +60,7 @@ impl AppConn {
         Self {
             io,
             peer,
+            fix: AuthorityFix::default(),
             owner: Owner {
                 id: ConnId(NEXT.fetch_add(1, Ordering::Relaxed)),
                 state: Arc::downgrade(state),
@@ -82,7 +86,8 @@ impl AsyncRead for AppConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let me = &mut *self;
+        me.fix.poll_read(&mut me.io, cx, buf)
     }
 }
 

@@ -5,6 +5,7 @@
 //! block descriptors to the application (pass-through, see [`relay`]).
 
 pub mod active;
+pub mod authority;
 pub mod cmd;
 pub mod conn;
 pub mod data;
