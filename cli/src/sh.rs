@@ -67,6 +67,7 @@ fn volume_json(v: &VolumeInfo) -> Value {
         "quotaInBytes": v.quota_in_bytes,
         "quotaInNamespace": v.quota_in_namespace,
         "usedBytes": v.used_bytes,
+        "reservedBytes": v.reserved_bytes,
         "usedNamespace": v.used_namespace,
     })
 }
@@ -82,6 +83,7 @@ fn bucket_json(b: &BucketInfo) -> Value {
         "quotaInBytes": b.quota_in_bytes,
         "quotaInNamespace": b.quota_in_namespace,
         "usedBytes": b.used_bytes,
+        "reservedBytes": b.reserved_bytes,
         "usedNamespace": b.used_namespace,
     })
 }
@@ -437,6 +439,11 @@ fn print_volume(v: &VolumeInfo, json_out: bool) {
         v.used_bytes,
         v.used_namespace
     );
+    println!(
+        "reserved:         {} ({} bytes) for blocks of open writes",
+        human(v.reserved_bytes),
+        v.reserved_bytes
+    );
 }
 
 fn print_bucket(b: &BucketInfo, json_out: bool) {
@@ -454,6 +461,11 @@ fn print_bucket(b: &BucketInfo, json_out: bool) {
         human(b.used_bytes),
         b.used_bytes,
         b.used_namespace
+    );
+    println!(
+        "reserved:         {} ({} bytes, replicas counted) for blocks of open writes",
+        human(b.reserved_bytes),
+        b.reserved_bytes
     );
 }
 
