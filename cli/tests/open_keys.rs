@@ -8,17 +8,6 @@ use std::time::{Duration, Instant};
 use ozone_testkit::data;
 use ozone_testkit::harness::*;
 
-/// Sum of the metric lines starting with `prefix` on the OM's /metrics
-/// (its HTTP address is in its ready file).
-fn om_metric(c: &ozone_testkit::local::LocalCluster, prefix: &str) -> u64 {
-    let ready = std::fs::read_to_string(c.dir().join("om/ready")).unwrap();
-    let http = ready
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap();
-    metric(http, prefix)
-}
-
 /// Bytes of block files on every datanode's disks.
 fn block_bytes(c: &ozone_testkit::local::LocalCluster, n: usize) -> u64 {
     let mut total = 0;

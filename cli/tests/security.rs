@@ -934,11 +934,7 @@ fn bytes_on_datanodes(c: &LocalCluster) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn space_quotas_hold_against_a_writer_that_lies() {
     let s = secured(3).await;
-    let admin = s.client("admin");
-    admin
-        .create_volume_owned("vol", "team-a/app")
-        .await
-        .unwrap();
+    let a = tenant_a_bucket(&s).await;
     let mut om_admin = s.om_as("admin");
     om_admin
         .set_quota(SetQuotaRequest {
@@ -948,8 +944,6 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         })
         .await
         .unwrap();
-    let a = s.client("a");
-    a.create_bucket("vol", "bucket").await.unwrap();
     let mut om = s.om_as("a");
     let open = |name: &str| OpenKeyRequest {
         volume: "vol".into(),
@@ -1125,17 +1119,7 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     let s = secured(3).await;
-    let admin = s.client("admin");
-    admin
-        .create_volume_owned("vol", "team-a/app")
-        .await
-        .unwrap();
-    admin
-        .create_volume_owned("volb", "team-b/app")
-        .await
-        .unwrap();
-    let a = s.client("a");
-    a.create_bucket("vol", "bucket").await.unwrap();
+    let a = tenant_a_bucket(&s).await;
     let want = data::bytes(9, 200_000);
     let key = put(&a, "k", &want, 64 << 10).await;
     let b = &key.blocks[0];
@@ -1286,13 +1270,7 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_and_control_character_names_get_short_clear_errors() {
     let s = secured(3).await;
-    let admin = s.client("admin");
-    admin
-        .create_volume_owned("vol", "team-a/app")
-        .await
-        .unwrap();
-    let a = s.client("a");
-    a.create_bucket("vol", "bucket").await.unwrap();
+    tenant_a_bucket(&s).await;
     let mut om = s.om_as("a");
     let open = |name: String| OpenKeyRequest {
         volume: "vol".into(),
@@ -1315,12 +1293,14 @@ async fn huge_and_control_character_names_get_short_clear_errors() {
     }
 }
 
-/// Sum of the metric lines starting with `prefix` on the OM's /metrics.
-fn om_metric(c: &LocalCluster, prefix: &str) -> u64 {
-    let ready = std::fs::read_to_string(c.dir().join("om/ready")).unwrap();
-    let http = ready
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
+/// Volume `vol`, owned by tenant a (made by the admin), and a's bucket
+/// `vol/bucket`; a's client.
+async fn tenant_a_bucket(s: &Secured) -> Client {
+    s.client("admin")
+        .create_volume_owned("vol", "team-a/app")
+        .await
         .unwrap();
-    metric(http, prefix)
+    let a = s.client("a");
+    a.create_bucket("vol", "bucket").await.unwrap();
+    a
 }

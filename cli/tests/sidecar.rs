@@ -965,6 +965,19 @@ async fn the_dashboard_queries_only_metrics_the_processes_export() {
     assert!(missing.is_empty(), "not exported: {missing:?}");
 }
 
+/// Python: `varint(n)`, a protobuf varint.
+const PY_VARINT: &str = r#"
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+"#;
+
 /// A raw gRPC client of the sidecar at `socket`, for what `SidecarClient`
 /// keeps to itself (stream handles).
 async fn raw_sidecar(
@@ -988,17 +1001,10 @@ async fn raw_sidecar(
 /// `socket` for 10 bytes of stream `handle`: `data N` or `error CODE`, or
 /// `closed` when the sidecar hangs up.
 fn read_from_another_process(socket: &std::path::Path, handle: u64) -> String {
-    let script = r#"
+    let script = [
+        PY_VARINT,
+        r#"
 import socket, struct, sys
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
 path, handle = sys.argv[1], int(sys.argv[2])
 body = b"\x08" + varint(handle) + b"\x10" + varint(0) + b"\x18" + varint(10)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1025,9 +1031,11 @@ if hdr[1] == 0xff:
     print("error", rest[1] if rest[:1] == b"\x08" else -1)
 else:
     print("data", n)
-"#;
+"#,
+    ]
+    .concat();
     let out = std::process::Command::new("python3")
-        .args(["-c", script])
+        .args(["-c", &script])
         .arg(socket.with_extension("data"))
         .arg(handle.to_string())
         .output()
@@ -1227,7 +1235,9 @@ async fn python_grpc_clients_are_served() {
     }
     .encode_to_vec();
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let script = r#"
+    let script = [
+        PY_VARINT,
+        r#"
 import sys, grpc
 sock, open_req = sys.argv[1], bytes.fromhex(sys.argv[2])
 ch = grpc.insecure_channel("unix:" + sock)
@@ -1235,15 +1245,6 @@ def call(method, req):
     f = ch.unary_unary("/ozone.v1.Sidecar/" + method,
                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
     return f(req, timeout=10)
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
 def field1(msg):
     assert msg[0] == 0x08
     n, shift, i = 0, 0, 1
@@ -1258,9 +1259,11 @@ opened = call("Open", open_req)
 print(opened.hex())
 handle = field1(opened)
 print(call("Read", b"\x08" + varint(handle) + b"\x18" + varint(10)).hex())
-"#;
+"#,
+    ]
+    .concat();
     let out = std::process::Command::new(python_with_grpc())
-        .args(["-c", script])
+        .args(["-c", &script])
         .arg(&s.socket)
         .arg(hex(&open))
         .output()

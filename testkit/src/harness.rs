@@ -190,6 +190,17 @@ pub fn metric(addr: &str, name: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// Sum of the metric lines starting with `prefix` on the OM's /metrics
+/// (its HTTP address is in its ready file).
+pub fn om_metric(c: &LocalCluster, prefix: &str) -> u64 {
+    let ready = std::fs::read_to_string(c.dir().join("om/ready")).unwrap();
+    let http = ready
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap();
+    metric(http, prefix)
+}
+
 /// Settings that make datanode loss and repair quick to see: heartbeats
 /// every 300 ms, stale after 2 s, dead after 5 s, a replication pass every
 /// second.
