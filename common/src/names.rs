@@ -22,14 +22,24 @@ pub const SHOWN_BYTES: usize = 200;
 /// and terminal escapes become `\u{..}`), cut after [`SHOWN_BYTES`] bytes
 /// with the full length said.
 pub fn shown(name: &str) -> String {
-    if name.len() <= SHOWN_BYTES {
+    let cut = prefix(name, SHOWN_BYTES);
+    if cut.len() == name.len() {
         return format!("{name:?}");
     }
-    let mut end = SHOWN_BYTES;
-    while !name.is_char_boundary(end) {
+    format!("{cut:?}... ({} bytes)", name.len())
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character boundary.
+pub fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{:?}... ({} bytes)", &name[..end], name.len())
+    &s[..end]
 }
 
 /// Whether `c` is a control character (C0, DEL or C1): refused in key

@@ -53,14 +53,7 @@ pub(crate) struct BadReports {
 
 /// `reason` cut to [`MAX_REASON`] bytes on a character boundary.
 pub(crate) fn short_reason(reason: &str) -> &str {
-    if reason.len() <= MAX_REASON {
-        return reason;
-    }
-    let mut end = MAX_REASON;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    &reason[..end]
+    ozone_common::names::prefix(reason, MAX_REASON)
 }
 
 impl BadReports {

@@ -26,11 +26,8 @@ const MAX_MESSAGE: usize = 4096;
 
 /// `m`, cut to [`MAX_MESSAGE`] bytes on a character boundary.
 fn capped(mut m: String) -> String {
-    if m.len() > MAX_MESSAGE {
-        let mut end = MAX_MESSAGE;
-        while !m.is_char_boundary(end) {
-            end -= 1;
-        }
+    let end = ozone_common::names::prefix(&m, MAX_MESSAGE).len();
+    if end < m.len() {
         m.truncate(end);
         m.push_str("...");
     }
