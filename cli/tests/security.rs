@@ -974,14 +974,8 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
     // The block may hold a third of the quota (three replicas): reserved
     // at once.
     assert_eq!(b1.max_length, 1_000_000, "{b1:?}");
-    let v = om_admin
-        .get_volume(GetVolumeRequest {
-            volume: "vol".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(v.reserved_bytes, 3 * 1_000_000);
+    let v = volume_use(&mut om_admin).await;
+    assert_eq!(v.1, 3 * 1_000_000);
     // Nothing more can be allocated while that is held: the refused write
     // ends.
     let other = om
@@ -1051,30 +1045,14 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         let e = om.commit_key(req).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{what}: {}", e.message());
     }
-    let v = om_admin
-        .get_volume(GetVolumeRequest {
-            volume: "vol".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (v.used_bytes, v.reserved_bytes),
-        (0, 3 * 1_000_000),
-        "refusals change nothing"
-    );
+    let v = volume_use(&mut om_admin).await;
+    assert_eq!(v, (0, 3 * 1_000_000), "refusals change nothing");
     // The true length commits, and is counted.
     om.commit_key(commit(1_000_000, 1_000_000, receipts.clone()))
         .await
         .unwrap();
-    let v = om_admin
-        .get_volume(GetVolumeRequest {
-            volume: "vol".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!((v.used_bytes, v.reserved_bytes), (3 * 1_000_000, 0));
+    let v = volume_use(&mut om_admin).await;
+    assert_eq!(v, (3 * 1_000_000, 0));
     // The block cannot be committed again under another key: the session of
     // "other" never had it.
     let other = om
@@ -1291,6 +1269,18 @@ async fn huge_and_control_character_names_get_short_clear_errors() {
         );
         assert!(!e.message().contains('\u{1b}'), "{}", e.message());
     }
+}
+
+/// Bytes volume `vol` uses and holds reserved for open writes.
+async fn volume_use(om: &mut OzoneManagerClient<AuthChannel>) -> (u64, u64) {
+    let v = om
+        .get_volume(GetVolumeRequest {
+            volume: "vol".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    (v.used_bytes, v.reserved_bytes)
 }
 
 /// Volume `vol`, owned by tenant a (made by the admin), and a's bucket

@@ -1070,15 +1070,12 @@ async fn sidecar_sockets_serve_allowed_users_and_handles_only_their_opener() {
     let h2 = raw.open(open("acc")).await.unwrap().into_inner().handle;
     assert!(h1 > 1 << 32 && h2 > 1 << 32, "random handles: {h1} {h2}");
     // Its opener reads it, on gRPC and on the data socket.
-    let r = raw
-        .read(ozone_proto::SidecarReadRequest {
-            handle: h1,
-            offset: 0,
-            length: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let read = |offset: u64| ozone_proto::SidecarReadRequest {
+        handle: h1,
+        offset,
+        length: 10,
+    };
+    let r = raw.read(read(0)).await.unwrap().into_inner();
     assert_eq!(r.data[..], want[..10]);
     let app = SidecarClient::unix(&s.socket).unwrap();
     let mine = app
@@ -1091,15 +1088,7 @@ async fn sidecar_sockets_serve_allowed_users_and_handles_only_their_opener() {
     // Another process, with the right handle, gets NOT_FOUND (5); the
     // stream still serves its opener.
     assert_eq!(read_from_another_process(&s.socket, h1), "error 5");
-    let r = raw
-        .read(ozone_proto::SidecarReadRequest {
-            handle: h1,
-            offset: 10,
-            length: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = raw.read(read(10)).await.unwrap().into_inner();
     assert_eq!(r.data[..], want[10..20]);
 
     // A sidecar that allows another uid only: every socket refuses us.
