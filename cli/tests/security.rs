@@ -1163,14 +1163,7 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{}", e.message());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while om_metric(s.cluster(), "ozone_om_bad_replica_reports_unconfirmed") < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the datanodes never checked"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_om_metric(s.cluster(), "ozone_om_bad_replica_reports_unconfirmed", 3).await;
     assert_eq!(
         om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed"),
         0
@@ -1215,14 +1208,7 @@ async fn bad_replica_reports_need_a_token_and_a_confirming_datanode() {
     })
     .await
     .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed") < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the damage was never confirmed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_om_metric(s.cluster(), "ozone_om_bad_replica_reports_confirmed", 1).await;
     // Reports are bounded per caller: 30 a minute (4 taken so far; the
     // invented datanode's was refused before it was counted).
     let mut refused = 0;
@@ -1268,6 +1254,18 @@ async fn huge_and_control_character_names_get_short_clear_errors() {
             e.message()
         );
         assert!(!e.message().contains('\u{1b}'), "{}", e.message());
+    }
+}
+
+/// Waits up to 30 s for the OM's metric `name` to reach `at_least`.
+async fn wait_om_metric(c: &LocalCluster, name: &str, at_least: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while om_metric(c, name) < at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} stayed below {at_least}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

@@ -1034,10 +1034,22 @@ else:
 "#,
     ]
     .concat();
-    let out = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .arg(socket.with_extension("data"))
-        .arg(handle.to_string())
+    let data = socket.with_extension("data");
+    run_python(
+        "python3".as_ref(),
+        &script,
+        &[data.as_os_str(), handle.to_string().as_ref()],
+    )
+    .trim()
+    .to_string()
+}
+
+/// Runs `script` with `python` and `args`, asserting it succeeds; its
+/// standard output.
+fn run_python(python: &std::path::Path, script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -1045,7 +1057,7 @@ else:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// On a shared host: a sidecar serves only the uids it allows, on every
@@ -1251,19 +1263,12 @@ print(call("Read", b"\x08" + varint(handle) + b"\x18" + varint(10)).hex())
 "#,
     ]
     .concat();
-    let out = std::process::Command::new(python_with_grpc())
-        .args(["-c", &script])
-        .arg(&s.socket)
-        .arg(hex(&open))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_python(
+        &python_with_grpc(),
+        &script,
+        &[s.socket.as_os_str(), hex(&open).as_ref()],
     );
-    let lines: Vec<Vec<u8>> = String::from_utf8(out.stdout)
-        .unwrap()
+    let lines: Vec<Vec<u8>> = out
         .lines()
         .map(|l| {
             (0..l.len())
