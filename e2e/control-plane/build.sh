@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned control plane (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler) and the fake kubelet from this Go
+# kube-controller-manager, kube-scheduler), the node side (kubelet,
+# kube-proxy, CoreDNS, the pod sandbox's pause) and the fake kubelet from this Go
 # module into target/control-plane/<stamp>/bin, once: a cache hit (same
 # go.mod, go.sum and sources) builds nothing. Prints the bin directory.
 #
@@ -12,7 +13,7 @@ root=$(cd "$here/../.." && pwd)
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" || ($1 == "require" && $2 == "k8s.io/kubernetes") {print $NF}' "$here/go.mod" | head -1)
 stamp=$(cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go "$here/build.sh" | sha256sum | cut -c1-16)
 bin="$root/target/control-plane/$stamp/bin"
-want=(etcd kube-apiserver kube-controller-manager kube-scheduler fake-kubelet)
+want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns pause fake-kubelet)
 missing=()
 for b in "${want[@]}"; do
   if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$b" ]; then
@@ -32,6 +33,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     case $b in
       etcd) pkgs+=(go.etcd.io/etcd/server/v3) ;;
       fake-kubelet) pkgs+=(./cmd/fake-kubelet) ;;
+      coredns) pkgs+=(./cmd/coredns) ;;
+      pause) pkgs+=(./cmd/pause) ;;
       *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
     esac
   done

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# The real-pod suite: the chart, the operator and the examples as pods on
+# real kubelets (e2e/nodes: containerd, runc, CNI bridge, kube-proxy,
+# CoreDNS), each step an assertion. Run inside e2e/nodes/up.sh (which sets
+# KUBECONFIG); e2e/pods/run.sh builds the images and does both.
+#
+#   1. helm install: the operator runs in-cluster from the image, Ready
+#      through its probe
+#   2. examples/production.yaml (sized for this machine): TLS, block tokens,
+#      authentication; the OM and datanodes Ready through their probes;
+#      then deleted, and everything the operator made is gone
+#   3. examples/minimal.yaml and a JVM pod made from
+#      examples/workloads/hbase-regionserver.yaml (only the image changed):
+#      a file written and read back through the jar, the read short-circuit
+#      across pods; a pod on the node without a datanode reads over gRPC
+#   4. HBase as pods: ZooKeeper, an HMaster and two region servers (the
+#      example's pod spec), a verified load; a region server pod deleted
+#      with --grace-period=0 --force, every acknowledged row still there
+#   5. a datanode pod deleted: reads go on, the StatefulSet brings it back
+#      with its data
+#   6. a config change rolls the datanodes one at a time while a reader reads
+#   7. kubectl delete of the cluster removes everything the operator made
+#
+# A failure prints pod events, container logs and kubelet logs. Ends with
+# `N passed, N failed`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+source e2e/tools.sh
+export PATH=$E2E_BIN:$PATH
+: "${KUBECONFIG:?run inside e2e/nodes/up.sh}"
+: "${OZONE_IMAGE:?the project image}" "${HBASE_IMAGE:?the JVM image (e2e/image/hbase.sh)}"
+ns=storage
+opns=ozone-system
+cns=hbase
+work=${E2E_WORK:-$root/target/e2e-pods}
+rm -rf "$work"; mkdir -p "$work"
+passed=0; failed=0; current=""
+py=$E2E_BIN/python
+
+log() { printf '%s %s\n' "$(date +%T)" "$*"; }
+step() { current=$1; log "== $current"; }
+ok() { passed=$((passed + 1)); log "ok: $current${1:+ ($1)}"; }
+die() {
+  failed=$((failed + 1))
+  log "FAILED: $current: $*"
+  diagnostics
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+# Pod events, container logs and the kubelets' log tails.
+diagnostics() {
+  set +e
+  {
+    kubectl get nodes -o wide
+    kubectl get oz,sts,deploy,pods,pvc,pv -A -o wide
+    kubectl get events -A --sort-by=.lastTimestamp | tail -60
+  } > "$work/diagnostics.txt" 2>&1
+  echo "--- cluster state and events: $work/diagnostics.txt"
+  tail -40 "$work/diagnostics.txt"
+  local p
+  for p in $(kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null); do
+    kubectl logs -n "${p%%/*}" "${p#*/}" --all-containers --tail 30 > "$work/logs-${p//\//_}.txt" 2>&1
+    if ! kubectl get pod -n "${p%%/*}" "${p#*/}" -o jsonpath='{.status.containerStatuses[*].ready}' 2>/dev/null | grep -qv false; then
+      echo "--- logs of $p (not ready)"; tail -30 "$work/logs-${p//\//_}.txt"
+    fi
+  done
+  for n in "$CP_DIR"/node-*/kubelet.log; do
+    [ -f "$n" ] && { echo "--- $n"; grep -E '^E|error' "$n" | tail -15; }
+  done
+  set -e
+}
+# wait_until SECONDS DESCRIPTION CMD...: polls CMD every second.
+wait_until() {
+  local limit=$1 what=$2; shift 2
+  local end=$((SECONDS + limit))
+  until "$@" > /dev/null 2>&1; do
+    [ $SECONDS -lt $end ] || die "timed out after ${limit}s waiting for $what"
+    sleep 1
+  done
+}
+jp() { kubectl get "$@" 2>/dev/null; }
+cond_is() { # cluster type status/reason
+  [ "$(jp oz "$1" -n "$ns" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}/{.status.conditions[?(@.type==\"$2\")].reason}")" = "$3" ]
+}
+available() { cond_is "$1" Available True/MinimumReplicasAvailable; }
+dn_selector() { echo "app.kubernetes.io/instance=$1,app.kubernetes.io/component=datanode"; }
+all_ready() { # namespace selector count: COUNT pods, every container ready
+  local st
+  st=$(kubectl get pods -n "$1" -l "$2" -o jsonpath='{range .items[*]}{.status.containerStatuses[*].ready}{"\n"}{end}')
+  [ "$(grep -c . <<< "$st")" = "$3" ] && ! grep -q false <<< "$st"
+}
+# metric URL NAME-WITH-LABELS: its value (0 when absent), curl'ed from here:
+# this shell is in the cluster's network namespace, pod addresses route.
+metric() { curl -fsS "$1/metrics" | awk -v m="$2" '$1 == m { v = $2 } END { print (v == "" ? 0 : v) + 0 }'; }
+pod_ip() { kubectl get pod -n "$1" "$2" -o jsonpath='{.status.podIP}'; }
+pod_node() { kubectl get pod -n "$1" "$2" -o jsonpath='{.spec.nodeName}'; }
+# The datanode pod of cluster $1 on node $2.
+dn_on() {
+  kubectl get pods -n "$ns" -l "$(dn_selector "$1")" -o jsonpath="{range .items[?(@.spec.nodeName==\"$2\")]}{.metadata.name}{end}"
+}
+owned_by() { # cluster uid: objects of the operator's kinds whose owner is uid
+  kubectl get cm,svc,sts,pdb,secret,networkpolicy -n "$ns" -o json \
+    | "$py" -c 'import json,sys; uid=sys.argv[1]; print("\n".join(i["kind"]+"/"+i["metadata"]["name"] for i in json.load(sys.stdin)["items"] if any(o.get("uid")==uid for o in i["metadata"].get("ownerReferences",[]))))' "$1"
+}
+
+# Static provisioning, as on bare metal: a default StorageClass without a
+# provisioner, and local PersistentVolumes on every storage node (their
+# directories are the node's own /mnt/disks, see e2e/nodes).
+storage_nodes=$(kubectl get nodes -l node-role.example.com/storage=true -o jsonpath='{.items[*].metadata.name}')
+plain_node=$(kubectl get nodes -l '!node-role.example.com/storage' -o jsonpath='{.items[0].metadata.name}')
+kubectl apply -f - > /dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast-ssd}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+YAML
+for n in $storage_nodes; do
+  for k in 1 2 3; do
+    for class in local fast-ssd; do
+      mkdir -p "$CP_DIR/$n/host/mnt/disks/$class-$k"
+      kubectl apply -f - > /dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: $n-$class-$k}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: $class
+  local: {path: /mnt/disks/$class-$k}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$n]}]
+YAML
+    done
+  done
+done
+
+# --- 1. the chart: the operator in-cluster ---------------------------------------
+step "helm install: the operator runs in-cluster from the image, Ready through its probe"
+repo=${OZONE_IMAGE%:*}; tag=${OZONE_IMAGE##*:}
+helm install ozone-operator charts/ozone-operator -n "$opns" --create-namespace \
+  --set image.repository="$repo" --set image.tag="$tag" --set image.pullPolicy=Never \
+  --wait --timeout 240s > "$work/helm-install.txt" 2>&1 || die "$(cat "$work/helm-install.txt")"
+wait_until 120 "the operator pod Ready" all_ready "$opns" app.kubernetes.io/name=ozone-operator 1
+op_pod=$(kubectl get pods -n "$opns" -l app.kubernetes.io/name=ozone-operator -o jsonpath='{.items[0].metadata.name}')
+# Its log, read through the API server from the kubelet, shows it reached the
+# API server at the kubernetes Service (kube-proxy) with its own token.
+wait_until 60 "the operator's controller to start" bash -c \
+  "kubectl logs -n $opns $op_pod | grep -qi 'controller\|watch\|reconcil'"
+op_ip=$(pod_ip "$opns" "$op_pod")
+curl -fsS "http://$op_ip:8080/readyz" > /dev/null || die "the operator's /readyz at $op_ip:8080"
+ok "pod $op_pod on $(pod_node "$opns" "$op_pod")"
+
+# --- 2. the production example ----------------------------------------------------
+step "examples/production.yaml: TLS, tokens and authentication; OM and datanodes Ready through their probes"
+kubectl create namespace "$ns" > /dev/null
+kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=privileged > /dev/null
+kubectl create namespace "$cns" > /dev/null
+kubectl create serviceaccount ozone-admin -n "$opns" > /dev/null
+# Sized for this machine: three datanodes (one per storage node) and small
+# requests. Everything else is the example's.
+"$py" - examples/production.yaml "$OZONE_IMAGE" > "$work/production.yaml" <<'PY'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+repo, tag = sys.argv[2].rsplit(":", 1)
+s = doc["spec"]
+s["image"].update(repository=repo, tag=tag, pullPolicy="Never")
+s["datanodes"]["replicas"] = 3
+small = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+s["om"]["resources"] = small
+s["datanodes"]["resources"] = small
+print(yaml.safe_dump(doc))
+PY
+kubectl apply -f "$work/production.yaml" > /dev/null
+wait_until 300 "ozone-prod Available" available ozone-prod
+wait_until 120 "every ozone-prod datanode Ready" all_ready "$ns" "$(dn_selector ozone-prod)" 3
+pnodes=$(kubectl get pods -n "$ns" -l "$(dn_selector ozone-prod)" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c .)
+[ "$pnodes" = 3 ] || die "ozone-prod datanodes on $pnodes nodes"
+om_ip=$(pod_ip "$ns" ozone-prod-om-0)
+# TLS on the OM's gRPC port: the certificate the operator's CA signed.
+kubectl get secret ozone-prod-ca -n "$ns" -o jsonpath='{.data.ca\.crt}' | base64 -d > "$work/prod-ca.crt"
+echo | openssl s_client -connect "$om_ip:9862" -CAfile "$work/prod-ca.crt" \
+  -servername ozone-prod-om.storage.svc > "$work/om-tls.txt" 2>&1 || true
+grep -q "Verify return code: 0" "$work/om-tls.txt" || die "the OM's TLS certificate: $(grep -i verify "$work/om-tls.txt")"
+ok "3 datanodes on 3 nodes, OM TLS verified against the cluster CA"
+
+step "kubectl delete of ozone-prod removes everything the operator made"
+prod_uid=$(jp oz ozone-prod -n "$ns" -o jsonpath='{.metadata.uid}')
+[ -n "$(owned_by "$prod_uid")" ] || die "nothing is owned by ozone-prod"
+kubectl delete oz ozone-prod -n "$ns" --wait=true --timeout 180s > /dev/null || die "delete did not finish"
+wait_until 180 "ozone-prod's children to go" bash -c "[ -z \"\$(kubectl get pods -n $ns -l app.kubernetes.io/instance=ozone-prod -o name)\" ]"
+left=$(owned_by "$prod_uid")
+[ -z "$left" ] || die "left behind: $left"
+ok
+
+echo "$passed passed, $failed failed"
