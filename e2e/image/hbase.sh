@@ -38,6 +38,9 @@ debootstrap --variant=minbase --include=openjdk-17-jre-headless,curl bookworm "$
   > "$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
 rm -rf "$root"/usr/share/{doc,man,info,locale}/* "$root"/var/cache/apt/archives/*.deb \
   "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/tmp/*
+# Hadoop's login (UserGroupInformation) needs a name for the process's uid.
+echo 'hbase:x:1000:1000:HBase:/tmp:/bin/sh' >> "$root/etc/passwd"
+echo 'hbase:x:1000:' >> "$root/etc/group"
 mkdir -p "$root/opt/hbase/lib" "$root/opt/hbase/conf" "$root/opt/ozone-lib"
 cp "${jars[@]}" "$root/opt/hbase/lib/"
 cat > "$root/opt/hbase/conf/hbase-site.xml" <<'XML'
@@ -64,6 +67,7 @@ echo '<configuration/>' > "$root/opt/hbase/conf/core-site.xml"
 cat > "$root/opt/hbase/conf/log4j.properties" <<'PROPS'
 log4j.rootLogger=INFO,C
 log4j.appender.C=org.apache.log4j.ConsoleAppender
+log4j.appender.C.Target=System.err
 log4j.appender.C.layout=org.apache.log4j.PatternLayout
 log4j.appender.C.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{2}: %m%n
 log4j.logger.org.apache.zookeeper=WARN
@@ -72,7 +76,7 @@ cat > "$root/usr/local/bin/hbase" <<'SH'
 #!/bin/sh
 # hbase master|regionserver|zookeeper|workload|fs ARGS...
 set -e
-opts="-XX:+UseParallelGC -Djava.net.preferIPv4Stack=true ${HBASE_HEAPSIZE:+-Xmx$HBASE_HEAPSIZE}
+opts="-XX:+UseParallelGC -Djava.net.preferIPv4Stack=true -Xmx${HBASE_HEAPSIZE:-768m}
  -Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true
  --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
  --add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/jdk.internal.ref=ALL-UNNAMED

@@ -66,7 +66,7 @@ diagnostics() {
     fi
   done
   for n in "$CP_DIR"/node-*/kubelet.log; do
-    [ -f "$n" ] && { echo "--- $n"; grep -E '^E|error' "$n" | tail -15; }
+    [ -f "$n" ] && { echo "--- $n"; grep -E '^E' "$n" | grep -v -e 'filesystem info' -e 'HasDedicatedImageFs' | tail -15; }
   done
   set -e
 }
@@ -158,8 +158,8 @@ wait_until 120 "the operator pod Ready" all_ready "$opns" app.kubernetes.io/name
 op_pod=$(kubectl get pods -n "$opns" -l app.kubernetes.io/name=ozone-operator -o jsonpath='{.items[0].metadata.name}')
 # Its log, read through the API server from the kubelet, shows it reached the
 # API server at the kubernetes Service (kube-proxy) with its own token.
-wait_until 60 "the operator's controller to start" bash -c \
-  "kubectl logs -n $opns $op_pod | grep -qi 'controller\|watch\|reconcil'"
+wait_until 60 "the operator to apply its CRD and list its resources" bash -c \
+  "kubectl logs -n $opns $op_pod | grep -q 'CRD applied' && kubectl logs -n $opns $op_pod | grep -q 'resources listed: ready'"
 op_ip=$(pod_ip "$opns" "$op_pod")
 curl -fsS "http://$op_ip:8080/readyz" > /dev/null || die "the operator's /readyz at $op_ip:8080"
 ok "pod $op_pod on $(pod_node "$opns" "$op_pod")"
@@ -205,5 +205,135 @@ wait_until 180 "ozone-prod's children to go" bash -c "[ -z \"\$(kubectl get pods
 left=$(owned_by "$prod_uid")
 [ -z "$left" ] || die "left behind: $left"
 ok
+
+# --- 3. the minimal example and a JVM pod from the HBase example --------------
+step "examples/minimal.yaml: Available, datanodes on local volumes, one per storage node"
+kubectl apply -f examples/minimal.yaml > /dev/null
+wait_until 300 "ozone Available" available ozone
+wait_until 120 "every datanode Ready" all_ready "$ns" "$(dn_selector ozone)" 3
+om() { kubectl exec -n "$ns" ozone-om-0 -c om -- ozone --om ozone-om-0.ozone-om-headless.storage.svc.cluster.local:9862 "$@"; }
+om sh volume create /vol1 > /dev/null || die "volume create"
+om sh bucket create --layout FILE_SYSTEM_OPTIMIZED /vol1/hbase > /dev/null || die "bucket create"
+ok "$(kubectl get pods -n "$ns" -l "$(dn_selector ozone)" -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')"
+
+step "a JVM pod from the HBase example writes through the jar and reads short-circuit across pods"
+# The example, with only the region server's image replaced; it is
+# scheduled while the node without a datanode is cordoned.
+"$py" - examples/workloads/hbase-regionserver.yaml "$HBASE_IMAGE" > "$work/hbase-example.yaml" <<'PY'
+import sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1])))
+for d in docs:
+    if d["kind"] == "Pod":
+        for c in d["spec"]["containers"]:
+            if c["name"] == "regionserver":
+                c["image"] = sys.argv[2]
+print(yaml.safe_dump_all(docs))
+PY
+kubectl cordon "$plain_node" > /dev/null
+kubectl apply -f "$work/hbase-example.yaml" > /dev/null
+wait_until 180 "regionserver-0 Ready" all_ready "$cns" app=hbase-regionserver 1
+kubectl uncordon "$plain_node" > /dev/null
+rs_node=$(pod_node "$cns" regionserver-0)
+rs_ip=$(pod_ip "$cns" regionserver-0)
+dn=$(dn_on ozone "$rs_node")
+[ -n "$dn" ] || die "no datanode on $rs_node"
+dn_ip=$(pod_ip "$ns" "$dn")
+rsx() { kubectl exec -n "$cns" regionserver-0 -c regionserver -- "$@"; }
+rsx sh -c 'head -c 16777216 /dev/urandom > /tmp/check && sha256sum /tmp/check' > "$work/check.sum" || die "making the file"
+rsx hbase fs -put -f /tmp/check ozrs://ozone/vol1/hbase/check > "$work/put.txt" 2>&1 || die "put: $(tail -5 "$work/put.txt")"
+opens0=$(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total)
+relayed0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
+sc0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
+got=$(rsx sh -c 'hbase fs -cat ozrs://ozone/vol1/hbase/check 2>/tmp/cat.err | sha256sum') || die "cat failed"
+[ "${got%% *}" = "$(cut -d' ' -f1 "$work/check.sum")" ] || die "read back $got, wrote $(cat "$work/check.sum")"
+opens=$(( $(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total) - opens0 ))
+relayed=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}') - relayed0 ))
+sc=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}') - sc0 ))
+[ "$opens" -gt 0 ] || die "the datanode $dn on $rs_node handed over no descriptor (relayed $relayed, sidecar short-circuit bytes $sc)"
+[ "$relayed" -gt 0 ] || [ "$sc" -gt 0 ] || die "neither a pass-through relay nor a sidecar short-circuit read"
+ok "16 MiB bit-exact on $rs_node: $opens descriptors from $dn, $relayed relayed, $sc sidecar short-circuit bytes"
+
+step "a pod on the node without a datanode reads over gRPC"
+"$py" - "$work/hbase-example.yaml" "$plain_node" > "$work/hbase-plain.yaml" <<'PY'
+import sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1])))
+pod = next(d for d in docs if d and d["kind"] == "Pod")
+pod["metadata"]["name"] = "reader-plain"
+pod["metadata"]["labels"] = {"app": "reader-plain"}
+pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": sys.argv[2]}
+print(yaml.safe_dump(pod))
+PY
+kubectl apply -f "$work/hbase-plain.yaml" > /dev/null
+wait_until 180 "reader-plain Ready" all_ready "$cns" app=reader-plain 1
+pl_ip=$(pod_ip "$cns" reader-plain)
+got=$(kubectl exec -n "$cns" reader-plain -c regionserver -- sh -c 'hbase fs -cat ozrs://ozone/vol1/hbase/check 2>/dev/null | sha256sum') || die "cat failed"
+[ "${got%% *}" = "$(cut -d' ' -f1 "$work/check.sum")" ] || die "read back $got"
+sc=$(metric "http://$pl_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
+relayed=$(metric "http://$pl_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
+[ "$sc" = 0 ] && [ "$relayed" = 0 ] || die "short-circuit on a node without a datanode: $sc bytes, $relayed relayed"
+kubectl delete pod -n "$cns" reader-plain --wait=false > /dev/null
+ok "bit-exact on $plain_node, nothing short-circuit"
+
+# --- 4. HBase as pods -------------------------------------------------------------
+step "HBase as pods: ZooKeeper, an HMaster and two region servers; 50,000 rows loaded and verified"
+# The master and the region servers are the example's pod, named, with the
+# hostname and subdomain under which HBase's processes find each other
+# (the headless Service hbase); the master's container runs `hbase master`.
+kubectl delete pod -n "$cns" regionserver-0 --wait=true > /dev/null
+"$py" - "$work/hbase-example.yaml" "$HBASE_IMAGE" > "$work/hbase-cluster.yaml" <<'PY'
+import copy, sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1])))
+pod = next(d for d in docs if d and d["kind"] == "Pod")
+image = sys.argv[2]
+out = [
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hbase-zookeeper", "namespace": "hbase"},
+     "spec": {"selector": {"app": "hbase-zookeeper"}, "ports": [{"name": "zk", "port": 2181}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hbase", "namespace": "hbase"},
+     "spec": {"clusterIP": "None", "selector": {"hbase.e2e/member": "true"}, "ports": [{"name": "rpc", "port": 16020}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hbase-zookeeper", "namespace": "hbase",
+                                                      "labels": {"app": "hbase-zookeeper"}},
+     "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+              "containers": [{"name": "zookeeper", "image": image, "args": ["zookeeper"],
+                              "readinessProbe": {"tcpSocket": {"port": 2181}}}]}},
+]
+for name, role in (("hbase-master", "master"), ("regionserver-0", None), ("regionserver-1", None)):
+    p = copy.deepcopy(pod)
+    p["metadata"]["name"] = name
+    p["metadata"]["labels"] = {"app": "hbase-master" if role else "hbase-regionserver", "hbase.e2e/member": "true"}
+    p["spec"]["hostname"] = name
+    p["spec"]["subdomain"] = "hbase"
+    if role:
+        next(c for c in p["spec"]["containers"] if c["name"] == "regionserver")["args"] = [role]
+    out.append(p)
+print(yaml.safe_dump_all(out))
+PY
+kubectl apply -f "$work/hbase-cluster.yaml" > /dev/null
+wait_until 120 "ZooKeeper Ready" all_ready "$cns" app=hbase-zookeeper 1
+wait_until 180 "the HMaster pod Ready" all_ready "$cns" app=hbase-master 1
+wait_until 180 "both region server pods Ready" all_ready "$cns" app=hbase-regionserver 2
+wait_until 300 "the HMaster to initialise" bash -c \
+  "kubectl logs -n $cns hbase-master -c regionserver | grep -q 'Master has completed initialization'"
+hb() { kubectl exec -n "$cns" hbase-master -c regionserver -- hbase "$@"; }
+hb workload load usertable 50000 8 > "$work/load.txt" 2>&1 || die "load: $(tail -5 "$work/load.txt")"
+hb workload verify usertable 50000 5000 > "$work/verify.txt" 2>&1 || die "verify: $(tail -5 "$work/verify.txt")"
+rs_nodes=$(kubectl get pods -n "$cns" -l app=hbase-regionserver -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')
+ok "$(grep -h -E '^(load|verify)' "$work/load.txt" "$work/verify.txt" | tr '\n' ' ')on $rs_nodes"
+
+step "a region server pod deleted with --grace-period=0 --force: every acknowledged row is there"
+hb workload create writes 4 > "$work/create.txt" 2>&1 || die "create: $(tail -5 "$work/create.txt")"
+kubectl exec -n "$cns" hbase-master -c regionserver -- hbase workload writer writes 1000000 90 /tmp/acked \
+  > "$work/writer.txt" 2>&1 &
+writer=$!
+acked() { kubectl exec -n "$cns" hbase-master -c regionserver -- sh -c 'wc -l < /tmp/acked' 2>/dev/null || echo 0; }
+acked_at_least() { [ "$(acked)" -ge "$1" ]; }
+wait_until 180 "1000 acknowledged puts" acked_at_least 1000
+before=$(acked)
+kubectl delete pod -n "$cns" regionserver-1 --grace-period=0 --force > /dev/null 2>&1
+wait "$writer" || die "the writer failed: $(tail -5 "$work/writer.txt")"
+after=$(acked)
+[ "$after" -gt "$((before + 100))" ] || die "writes did not resume after the deletion ($before -> $after)"
+hb workload check-acked writes /tmp/acked > "$work/check-acked.txt" 2>&1 || die "check-acked: $(tail -5 "$work/check-acked.txt")"
+kubectl logs -n "$cns" hbase-master -c regionserver | grep -q -- "-splitting" || die "the master did not split the deleted region server's WAL"
+ok "$(grep -h '^writer:' "$work/writer.txt"); $(tail -1 "$work/check-acked.txt")"
 
 echo "$passed passed, $failed failed"
