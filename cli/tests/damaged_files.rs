@@ -398,15 +398,27 @@ async fn a_reported_replica_is_listed_last() {
         file.write_all_at(&[want[50_000] ^ 1], 50_000).unwrap();
     }
     assert!(read_all(&c, "k").await == want);
-    let info = c
-        .key_info(KeyPath::new("vol", "bucket", "k"))
-        .await
-        .unwrap();
-    let ids: Vec<&str> = info.blocks[0]
-        .replicas
-        .iter()
-        .map(|r| r.id.as_str())
-        .collect();
-    assert_eq!(ids.len(), 3);
-    assert_eq!(ids[2], node1, "{ids:?}");
+    // The OM asks the datanode to check the reported replica in the
+    // background; once it is confirmed damaged it is listed last.
+    let start = Instant::now();
+    loop {
+        let info = c
+            .key_info(KeyPath::new("vol", "bucket", "k"))
+            .await
+            .unwrap();
+        let ids: Vec<String> = info.blocks[0]
+            .replicas
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        assert_eq!(ids.len(), 3);
+        if ids[2] == node1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the reported replica is not listed last: {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
