@@ -198,7 +198,8 @@ for n in node1 node3 node4; do
   fi
 done
 [ -n "$victim" ] || fail "no replica of rs2's WAL $wal off rs2's node: ${walline:-no block}"
-dn_pid=$(pgrep -f -- "--node-name $victim( |$)" | head -1)
+# Only this run's datanodes: their data directories are under $work.
+dn_pid=$(pgrep -f -- "--data-dir $work/c/.* --node-name $victim( |$)" | head -1)
 [ -n "$dn_pid" ] || fail "no datanode process for $victim"
 kill -KILL "$dn_pid"
 echo "   killed datanode $victim (pid $dn_pid), a replica of the WAL being written: $walline"

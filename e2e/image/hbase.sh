@@ -30,14 +30,23 @@ start=$SECONDS
 work=target/image/hbase
 rm -rf "$work"; mkdir -p "$work"
 root=$work/rootfs
-mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2> /dev/null | head -1)
-mirror=${mirror:-$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2> /dev/null)}
-mirror=${mirror:-http://deb.debian.org/debian}
-echo "making the JVM image's root with debootstrap from $mirror" >&2
-debootstrap --variant=minbase --include=openjdk-17-jre-headless,curl bookworm "$root" "$mirror" \
-  > "$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
-rm -rf "$root"/usr/share/{doc,man,info,locale}/* "$root"/var/cache/apt/archives/*.deb \
-  "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/tmp/*
+# The JRE's root (debootstrap, the slow part) is cached under target/image
+# and made again only when the packages it holds change.
+packages=openjdk-17-jre-headless,curl
+base=target/image/jre-bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-8).tar
+if [ ! -f "$base" ]; then
+  mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2> /dev/null | head -1)
+  mirror=${mirror:-$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2> /dev/null)}
+  mirror=${mirror:-http://deb.debian.org/debian}
+  echo "making the JVM image's root with debootstrap from $mirror" >&2
+  debootstrap --variant=minbase --include=$packages bookworm "$root" "$mirror" \
+    > "$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+  rm -rf "$root"/usr/share/{doc,man,info,locale}/* "$root"/var/cache/apt/archives/*.deb \
+    "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/tmp/*
+  tar -C "$root" -cf "$base.tmp" . && mv "$base.tmp" "$base"
+else
+  mkdir -p "$root" && tar -C "$root" -xf "$base"
+fi
 # Hadoop's login (UserGroupInformation) needs a name for the process's uid.
 echo 'hbase:x:1000:1000:HBase:/tmp:/bin/sh' >> "$root/etc/passwd"
 echo 'hbase:x:1000:' >> "$root/etc/group"
@@ -100,5 +109,9 @@ chmod 755 "$root/usr/local/bin/hbase"
 tar -C "$root" -c . | podman import -q --change 'ENTRYPOINT ["/usr/local/bin/hbase"]' \
   --change 'CMD ["regionserver"]' --change 'USER 1000:1000' --change 'ENV HOME=/tmp' - "$image" > /dev/null
 rm -rf "$root"
+# Earlier builds of this image are of no more use.
+for old in $(podman images --format '{{.Repository}}:{{.Tag}}' localhost/ozone-e2e/hbase); do
+  [ "$old" = "$image" ] || podman rmi -f "$old" > /dev/null 2>&1 || true
+done
 echo "built $image in $((SECONDS - start)) s" >&2
 echo "$image"

@@ -18,9 +18,12 @@ for p in $NODES_HOST_PATHS; do
   mount --bind "$d/host$p" "$p"
 done
 
-# The kubelet links container logs into /var/log/containers (a fixed path).
-mkdir -p /var/log/containers
+# The kubelet links container logs into /var/log/containers and listens for
+# device plugins in /var/lib/kubelet/device-plugins (fixed paths, whatever
+# its root directory): each node gets its own.
+mkdir -p /var/log/containers /var/lib/kubelet/device-plugins "$d/device-plugins"
 mount -t tmpfs -o mode=0755 ozone-e2e /var/log/containers
+mount --bind "$d/device-plugins" /var/lib/kubelet/device-plugins
 
 cgroot=/ozone-e2e-$(printf '%s' "$CP_DIR" | sha256sum | cut -c1-8)/$NODE_NAME
 for c in /sys/fs/cgroup/*/; do
@@ -99,7 +102,7 @@ TOML
 kubelet_pid=""
 containerd_pid=""
 stop() {
-  trap - TERM INT
+  trap "" TERM INT
   set +e
   if [ -n "$kubelet_pid" ]; then
     kill -TERM "$kubelet_pid" 2> /dev/null

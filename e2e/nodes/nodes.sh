@@ -71,6 +71,14 @@ conntrack: {maxPerCore: 0}
 metricsBindAddress: "127.0.0.1:10249"
 healthzBindAddress: "127.0.0.1:10256"
 YAML
+# kube-proxy exits when its node's addresses change (a DaemonSet would
+# restart it): it starts once its node has registered with its address.
+export KUBECONFIG=$dir/admin.kubeconfig
+kubectl=${KUBECTL:-kubectl}
+for _ in $(seq 1 120); do
+  [ -n "$("$kubectl" get node "$first" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2> /dev/null)" ] && break
+  sleep 1
+done
 "$CP_BIN/kube-proxy" --config "$dir/kube-proxy.yaml" > "$dir/kube-proxy.log" 2>&1 &
 pids+=($!)
 
@@ -90,8 +98,6 @@ COREFILE
 "$CP_BIN/coredns" -conf "$dir/Corefile" > "$dir/coredns.log" 2>&1 &
 pids+=($!)
 
-export KUBECONFIG=$dir/admin.kubeconfig
-kubectl=${KUBECTL:-kubectl}
 count=$(wc -w <<< "$NODES")
 for _ in $(seq 1 240); do
   ready=$("$kubectl" get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2> /dev/null | grep -c True || true)

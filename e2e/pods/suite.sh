@@ -24,6 +24,9 @@
 # A failure prints pod events, container logs and kubelet logs. Ends with
 # `N passed, N failed`.
 set -euo pipefail
+# The whole script is one compound command: bash reads it all before running
+# it, so an edit of this file mid-run changes nothing.
+{
 cd "$(dirname "$0")/../.."
 root=$PWD
 source e2e/tools.sh
@@ -241,7 +244,16 @@ dn_ip=$(pod_ip "$ns" "$dn")
 rsx() { kubectl exec -n "$cns" regionserver-0 -c regionserver -- "$@"; }
 rsx sh -c 'head -c 16777216 /dev/urandom > /tmp/check && sha256sum /tmp/check' > "$work/check.sum" || die "making the file"
 rsx hbase fs -put -f /tmp/check ozrs://ozone/vol1/hbase/check > "$work/put.txt" 2>&1 || die "put: $(tail -5 "$work/put.txt")"
+# Bytes the datanodes served over gRPC, all of them.
+grpc_bytes() {
+  local p sum=0
+  for p in $(kubectl get pods -n "$ns" -l "$(dn_selector ozone)" -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}'); do
+    sum=$((sum + $(metric "http://$p:9882" ozone_datanode_read_bytes_total)))
+  done
+  echo $sum
+}
 opens0=$(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total)
+grpc0=$(grpc_bytes)
 relayed0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
 sc0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
 got=$(rsx sh -c 'hbase fs -cat ozrs://ozone/vol1/hbase/check 2>/tmp/cat.err | sha256sum') || die "cat failed"
@@ -251,7 +263,9 @@ relayed=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections
 sc=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}') - sc0 ))
 [ "$opens" -gt 0 ] || die "the datanode $dn on $rs_node handed over no descriptor (relayed $relayed, sidecar short-circuit bytes $sc)"
 [ "$relayed" -gt 0 ] || [ "$sc" -gt 0 ] || die "neither a pass-through relay nor a sidecar short-circuit read"
-ok "16 MiB bit-exact on $rs_node: $opens descriptors from $dn, $relayed relayed, $sc sidecar short-circuit bytes"
+grpc=$(( $(grpc_bytes) - grpc0 ))
+[ "$grpc" = 0 ] || die "$grpc bytes came over gRPC"
+ok "16 MiB bit-exact on $rs_node: $opens descriptors from $dn, $relayed relayed, $sc sidecar short-circuit bytes, 0 gRPC bytes"
 
 step "a pod on the node without a datanode reads over gRPC"
 "$py" - "$work/hbase-example.yaml" "$plain_node" > "$work/hbase-plain.yaml" <<'PY'
@@ -314,10 +328,23 @@ wait_until 180 "both region server pods Ready" all_ready "$cns" app=hbase-region
 wait_until 300 "the HMaster to initialise" bash -c \
   "kubectl logs -n $cns hbase-master -c regionserver | grep -q 'Master has completed initialization'"
 hb() { kubectl exec -n "$cns" hbase-master -c regionserver -- hbase "$@"; }
-hb workload load usertable 50000 8 > "$work/load.txt" 2>&1 || die "load: $(tail -5 "$work/load.txt")"
-hb workload verify usertable 50000 5000 > "$work/verify.txt" 2>&1 || die "verify: $(tail -5 "$work/verify.txt")"
 rs_nodes=$(kubectl get pods -n "$cns" -l app=hbase-regionserver -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')
-ok "$(grep -h -E '^(load|verify)' "$work/load.txt" "$work/verify.txt" | tr '\n' ' ')on $rs_nodes"
+# Descriptors the datanodes on the region servers' nodes have handed over.
+rs_opens() {
+  local n d sum=0
+  for n in $rs_nodes; do
+    d=$(dn_on ozone "$n")
+    [ -n "$d" ] || continue # node-4 has no datanode
+    sum=$((sum + $(metric "http://$(pod_ip "$ns" "$d"):9882" ozone_datanode_sc_opens_total)))
+  done
+  echo $sum
+}
+hb workload load usertable 50000 8 > "$work/load.txt" 2>&1 || die "load: $(tail -5 "$work/load.txt")"
+opens0=$(rs_opens)
+hb workload verify usertable 50000 5000 > "$work/verify.txt" 2>&1 || die "verify: $(tail -5 "$work/verify.txt")"
+opens=$(( $(rs_opens) - opens0 ))
+[ "$opens" -gt 0 ] || die "the region servers read their HFiles without a short-circuit open"
+ok "$(grep -h -E '^(load|verify)' "$work/load.txt" "$work/verify.txt" | tr '\n' ' ')on $rs_nodes; $opens short-circuit opens"
 
 step "a region server pod deleted with --grace-period=0 --force: every acknowledged row is there"
 hb workload create writes 4 > "$work/create.txt" 2>&1 || die "create: $(tail -5 "$work/create.txt")"
@@ -333,7 +360,104 @@ wait "$writer" || die "the writer failed: $(tail -5 "$work/writer.txt")"
 after=$(acked)
 [ "$after" -gt "$((before + 100))" ] || die "writes did not resume after the deletion ($before -> $after)"
 hb workload check-acked writes /tmp/acked > "$work/check-acked.txt" 2>&1 || die "check-acked: $(tail -5 "$work/check-acked.txt")"
-kubectl logs -n "$cns" hbase-master -c regionserver | grep -q -- "-splitting" || die "the master did not split the deleted region server's WAL"
-ok "$(grep -h '^writer:' "$work/writer.txt"); $(tail -1 "$work/check-acked.txt")"
+# The kubelet gives a force-deleted pod's containers SIGTERM and 2 s before
+# SIGKILL: the region server may close its WAL itself or leave it to be split.
+if kubectl logs -n "$cns" hbase-master -c regionserver | grep -q -- "-splitting"; then split="its WAL split by the master"; else split="no WAL left to split"; fi
+ok "$(grep -h '^writer:' "$work/writer.txt"); $(tail -1 "$work/check-acked.txt"); $split"
+# HBase is done with: its pods go before the datanodes are disturbed.
+kubectl delete pod -n "$cns" --all --wait=true --timeout 120s > /dev/null
+
+# --- 5. a datanode pod deleted ------------------------------------------------------
+# A reader pod (the example's pod again) on a node with a datanode reads the
+# 16 MiB file of step 3 over and over through one FileSystem
+# (`hbase workload read-loop`, every read's SHA-256 checked) until
+# /tmp/stop exists in it.
+want=$(cut -d' ' -f1 "$work/check.sum")
+"$py" - "$work/hbase-example.yaml" "$rs_node" > "$work/reader.yaml" <<'PY'
+import sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1])))
+pod = next(d for d in docs if d and d["kind"] == "Pod")
+pod["metadata"]["name"] = "reader"
+pod["metadata"]["labels"] = {"app": "reader"}
+pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": sys.argv[2]}
+print(yaml.safe_dump(pod))
+PY
+kubectl apply -f "$work/reader.yaml" > /dev/null
+rdx() { kubectl exec -n "$cns" reader -c regionserver -- "$@"; }
+start_reader() { # SECONDS OUT: a read-loop in the background; its pid in $reader
+  rdx rm -f /tmp/stop
+  rdx hbase workload read-loop ozrs://ozone/vol1/hbase/check "$1" "$want" /tmp/stop > "$2" 2>&1 &
+  reader=$!
+}
+stop_reader() { # OUT
+  rdx touch /tmp/stop
+  wait "$reader" || die "the reader failed: $(grep -v -e WARN -e '^\s*at ' "$1" | tail -5)"
+  grep -q '^read-loop: [1-9]' "$1" || die "the reader read nothing: $(tail -3 "$1")"
+}
+dn_uid() { kubectl get pod -n "$ns" "$1" -o jsonpath='{.metadata.uid}' 2> /dev/null; }
+step "a datanode pod deleted: reads go on from the other replicas; the StatefulSet brings it back with its data"
+wait_until 180 "the reader pod Ready" all_ready "$cns" app=reader 1
+dn=$(dn_on ozone "$rs_node")
+old_uid=$(dn_uid "$dn")
+claim_pv=$(kubectl get pvc -n "$ns" "data-$dn" -o jsonpath='{.spec.volumeName}')
+start_reader 600 "$work/read-loop-delete.txt"
+sleep 8
+kubectl delete pod -n "$ns" "$dn" --wait=true --timeout 120s > /dev/null || die "the deletion of $dn did not finish"
+new_ready() { [ "$(dn_uid "$dn")" != "$old_uid" ] && all_ready "$ns" "$(dn_selector ozone)" 3; }
+wait_until 180 "$dn back and Ready" new_ready
+sleep 5
+stop_reader "$work/read-loop-delete.txt"
+[ "$(pod_node "$ns" "$dn")" = "$rs_node" ] || die "$dn came back on $(pod_node "$ns" "$dn"), not $rs_node"
+[ "$(kubectl get pvc -n "$ns" "data-$dn" -o jsonpath='{.spec.volumeName}')" = "$claim_pv" ] || die "data-$dn is bound to another volume"
+# Its replica is still on its volume: a read on its node is handed the
+# block's descriptor by the new pod.
+dn_ip=$(pod_ip "$ns" "$dn")
+opens0=$(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total)
+start_reader 30 "$work/read-loop-back.txt"
+stop_reader "$work/read-loop-back.txt"
+opens=$(( $(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total) - opens0 ))
+[ "$opens" -gt 0 ] || die "the new $dn handed over no descriptor: its replica is gone"
+ok "$(grep -h '^read-loop' "$work/read-loop-delete.txt"); $dn back on $rs_node with volume $claim_pv, $opens short-circuit opens"
+
+# --- 6. a config change rolls the datanodes ----------------------------------------
+uids() { kubectl get pods -n "$ns" -l "$(dn_selector ozone)" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort; }
+rolled() { # every datanode pod replaced, the StatefulSet on its new revision, all Ready
+  local st
+  st=$(jp sts ozone-datanode -n "$ns" -o jsonpath='{.status.currentRevision}/{.status.updateRevision}/{.status.updatedReplicas}/{.status.readyReplicas}')
+  IFS=/ read -r cur upd n r <<< "$st"
+  [ "$cur" = "$upd" ] && [ "$n" = 3 ] && [ "$r" = 3 ] && [ -z "$(comm -12 <(echo "$before") <(uids))" ]
+}
+step "a config change rolls the datanodes through real restarts, one at a time, while a reader reads"
+before=$(uids)
+start_reader 600 "$work/read-loop-roll.txt"
+sleep 5
+kubectl patch oz ozone -n "$ns" --type merge -p '{"spec":{"checksum":{"bytesPerChecksum":65536}}}' > /dev/null
+most_down=0
+end=$((SECONDS + 300))
+until rolled; do
+  [ $SECONDS -lt $end ] || die "the roll did not finish in 300 s"
+  down=$((3 - $(kubectl get pods -n "$ns" -l "$(dn_selector ozone)" -o jsonpath='{range .items[*]}{.status.containerStatuses[*].ready}{"\n"}{end}' | grep -c -v false)))
+  [ $down -gt $most_down ] && most_down=$down
+  sleep 0.5
+done
+stop_reader "$work/read-loop-roll.txt"
+[ "$most_down" -le 1 ] || die "$most_down datanodes were down at once"
+wait_until 60 "ozone Available" available ozone
+ok "at most $most_down down; $(grep -h '^read-loop' "$work/read-loop-roll.txt")"
+
+# --- 7. the cluster deleted --------------------------------------------------------
+step "kubectl delete of the cluster removes everything the operator made; the data claims stay"
+kubectl delete pod -n "$cns" reader --wait=false > /dev/null
+uid=$(jp oz ozone -n "$ns" -o jsonpath='{.metadata.uid}')
+[ -n "$(owned_by "$uid")" ] || die "nothing is owned by ozone"
+kubectl delete oz ozone -n "$ns" --wait=true --timeout 180s > /dev/null || die "delete did not finish"
+wait_until 180 "ozone's pods to go" bash -c "[ -z \"\$(kubectl get pods -n $ns -l app.kubernetes.io/instance=ozone -o name)\" ]"
+left=$(owned_by "$uid")
+[ -z "$left" ] || die "left behind: $left"
+claims=$(kubectl get pvc -n "$ns" -o name | grep -c datanode || true)
+[ "$claims" -ge 3 ] || die "only $claims datanode claims stayed (volumeDeletionPolicy Retain)"
+ok "$claims claims kept"
 
 echo "$passed passed, $failed failed"
+exit 0
+}

@@ -45,6 +45,10 @@ import org.apache.hadoop.hbase.util.Bytes;
  *   scan-region TABLE ROW ROWS     every row of ROW's region, values compared
  *   writer TABLE FIRST SECONDS OUT single puts until SECONDS pass; acknowledged rows to OUT
  *   check-acked TABLE FILE         every row in FILE is present with its value
+ *   read-loop PATH SECONDS SHA256 [STOP]
+ *                                  reads the file PATH whole, again and again, through one
+ *                                  FileSystem for SECONDS seconds or until the local file
+ *                                  STOP exists; every read must match SHA256
  * </pre>
  */
 public final class Workload {
@@ -85,6 +89,11 @@ public final class Workload {
 
   public static void main(String[] args) throws Exception {
     Configuration conf = HBaseConfiguration.create();
+    if (args[0].equals("read-loop")) {
+      readLoop(conf, new org.apache.hadoop.fs.Path(args[1]), Integer.parseInt(args[2]), args[3],
+          args.length > 4 ? Paths.get(args[4]) : null);
+      return;
+    }
     try (Connection c = ConnectionFactory.createConnection(conf)) {
       TableName t = TableName.valueOf(args[1]);
       switch (args[0]) {
@@ -119,6 +128,42 @@ public final class Workload {
           throw new IllegalArgumentException("unknown command " + args[0]);
       }
     }
+  }
+
+  /**
+   * Reads {@code path} whole for {@code seconds} seconds or until {@code stop}
+   * exists, each read's SHA-256 compared with {@code want}; a failed or
+   * different read ends it with an error.
+   */
+  static void readLoop(
+      Configuration conf, org.apache.hadoop.fs.Path path, int seconds, String want, Path stop)
+      throws Exception {
+    org.apache.hadoop.fs.FileSystem fs = path.getFileSystem(conf);
+    byte[] buf = new byte[1 << 20];
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+    long reads = 0;
+    long bytes = 0;
+    long t0 = System.nanoTime();
+    while (System.nanoTime() < end && (stop == null || !Files.exists(stop))) {
+      java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+      try (org.apache.hadoop.fs.FSDataInputStream in = fs.open(path)) {
+        int n;
+        while ((n = in.read(buf)) > 0) {
+          md.update(buf, 0, n);
+          bytes += n;
+        }
+      }
+      StringBuilder got = new StringBuilder();
+      for (byte b : md.digest()) {
+        got.append(String.format("%02x", b));
+      }
+      if (!got.toString().equals(want)) {
+        throw new IOException("read " + (reads + 1) + " of " + path + " has SHA-256 " + got + ", want " + want);
+      }
+      reads++;
+    }
+    double secs = (System.nanoTime() - t0) / 1e9;
+    System.out.printf("read-loop: %d reads, %d MiB in %.0f s, every one equal%n", reads, bytes >> 20, secs);
   }
 
   /** Creates {@code t} pre-split in {@code regions} regions, with no block cache. */
