@@ -81,6 +81,11 @@ for image in "$pause" ${NODES_IMAGES:-}; do
   fi
   archives+=("$archive")
 done
+# Archives of images no longer asked for (earlier builds) go.
+for a in "$images_dir"/*.tar; do
+  [ -f "$a" ] || continue
+  [[ " ${archives[*]} " == *" $a "* ]] || rm -f "$a"
+done
 export NODES_ARCHIVES="${archives[*]}"
 export NODES_PAUSE=$pause
 
