@@ -494,8 +494,9 @@ pub async fn run<A: FsAccess>(
         }
         "chmod" | "chown" | "chgrp" | "setfacl" | "getfacl" => {
             bail!(
-                "-{cmd} is not supported: the store keeps no owners, groups or modes (every \
-                 client the OM accepts may read and write)"
+                "-{cmd} is not supported: the store has no POSIX owners, groups or modes; with \
+                 security on, access follows the ACLs of volumes and buckets (`ozone sh volume|bucket \
+                 addacl|getacl`)"
             );
         }
         other => usage!("unknown command -{other}"),

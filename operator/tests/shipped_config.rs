@@ -195,3 +195,64 @@ fn every_key_the_docs_name_is_declared() {
     }
     assert!(seen > 20, "only {seen} key mentions found");
 }
+
+/// Every `spec.…` field of an `OzoneCluster` that the docs name exists in
+/// the CRD's schema: a doc that outlives a renamed or removed field fails
+/// here. (Kubernetes objects' own fields, such as a StatefulSet's, are named
+/// below and skipped.)
+#[test]
+fn every_cluster_field_the_docs_name_exists() {
+    use kube::CustomResourceExt;
+    const KUBERNETES: [&str; 6] = [
+        "template",
+        "updateStrategy",
+        "podManagementPolicy",
+        "persistentVolumeClaimRetentionPolicy",
+        "volumeClaimTemplates",
+        "containers",
+    ];
+    let crd = serde_json::to_value(OzoneCluster::crd()).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let mut files: Vec<String> = [
+        "README.md",
+        "e2e/README.md",
+        "operator/README.md",
+        "charts/ozone-operator/README.md",
+        "charts/ozone-operator/templates/NOTES.txt",
+        "examples/production.yaml",
+        "examples/minimal.yaml",
+    ]
+    .map(String::from)
+    .to_vec();
+    for e in std::fs::read_dir(format!("{}/../docs", env!("CARGO_MANIFEST_DIR"))).unwrap() {
+        files.push(format!("docs/{}", e.unwrap().file_name().to_str().unwrap()));
+    }
+    let mut seen = 0;
+    for f in files {
+        let text = read(&f);
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.')) {
+            let word = word.trim_end_matches('.');
+            let Some(path) = word.strip_prefix("spec.") else {
+                continue;
+            };
+            let mut parts = path.split('.');
+            let first = parts.next().unwrap_or_default();
+            if KUBERNETES.contains(&first) {
+                continue;
+            }
+            let mut node = &schema["properties"]["spec"];
+            for part in path.split('.') {
+                while node["type"] == "array" {
+                    node = &node["items"];
+                }
+                node = &node["properties"][part];
+                assert!(
+                    !node.is_null(),
+                    "{f} names {word}, which the OzoneCluster CRD does not have ({part})"
+                );
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen > 20, "only {seen} field mentions found");
+}
