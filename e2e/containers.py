@@ -219,7 +219,6 @@ def find(objs, kind, name):
 
 class Run:
     def __init__(self):
-        self.counts = {}
         self.passed = 0
         self.failed = 0
         self.t0 = time.time()
@@ -666,8 +665,6 @@ def main():
             cleanup()
             if not run.failed:
                 shutil.rmtree(WORK, ignore_errors=True)
-    for k, v in getattr(run, "counts", {}).items():
-        print(f"{k}: {v}")
     print(f"containers e2e: {time.time() - run.t0:.0f}s")
     print(f"{run.passed} passed, {run.failed} failed")
     sys.exit(1 if run.failed else 0)

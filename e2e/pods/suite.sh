@@ -243,6 +243,7 @@ dn=$(dn_on ozone "$rs_node")
 dn_ip=$(pod_ip "$ns" "$dn")
 rsx() { kubectl exec -n "$cns" regionserver-0 -c regionserver -- "$@"; }
 rsx sh -c 'head -c 16777216 /dev/urandom > /tmp/check && sha256sum /tmp/check' > "$work/check.sum" || die "making the file"
+want=$(cut -d' ' -f1 "$work/check.sum")
 rsx hbase fs -put -f /tmp/check ozrs://ozone/vol1/hbase/check > "$work/put.txt" 2>&1 || die "put: $(tail -5 "$work/put.txt")"
 # Bytes the datanodes served over gRPC, all of them.
 grpc_bytes() {
@@ -257,7 +258,7 @@ grpc0=$(grpc_bytes)
 relayed0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
 sc0=$(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
 got=$(rsx sh -c 'hbase fs -cat ozrs://ozone/vol1/hbase/check 2>/tmp/cat.err | sha256sum') || die "cat failed"
-[ "${got%% *}" = "$(cut -d' ' -f1 "$work/check.sum")" ] || die "read back $got, wrote $(cat "$work/check.sum")"
+[ "${got%% *}" = "$want" ] || die "read back $got, wrote $want"
 opens=$(( $(metric "http://$dn_ip:9882" ozone_datanode_sc_opens_total) - opens0 ))
 relayed=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}') - relayed0 ))
 sc=$(( $(metric "http://$rs_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}') - sc0 ))
@@ -267,21 +268,26 @@ grpc=$(( $(grpc_bytes) - grpc0 ))
 [ "$grpc" = 0 ] || die "$grpc bytes came over gRPC"
 ok "16 MiB bit-exact on $rs_node: $opens descriptors from $dn, $relayed relayed, $sc sidecar short-circuit bytes, 0 gRPC bytes"
 
-step "a pod on the node without a datanode reads over gRPC"
-"$py" - "$work/hbase-example.yaml" "$plain_node" > "$work/hbase-plain.yaml" <<'PY'
+# example_pod NAME NODE: the example's pod (its image replaced), named NAME,
+# labelled app=NAME, on NODE.
+example_pod() {
+  "$py" - "$work/hbase-example.yaml" "$1" "$2" <<'PY'
 import sys, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
 pod = next(d for d in docs if d and d["kind"] == "Pod")
-pod["metadata"]["name"] = "reader-plain"
-pod["metadata"]["labels"] = {"app": "reader-plain"}
-pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": sys.argv[2]}
+pod["metadata"]["name"] = sys.argv[2]
+pod["metadata"]["labels"] = {"app": sys.argv[2]}
+pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": sys.argv[3]}
 print(yaml.safe_dump(pod))
 PY
-kubectl apply -f "$work/hbase-plain.yaml" > /dev/null
+}
+
+step "a pod on the node without a datanode reads over gRPC"
+example_pod reader-plain "$plain_node" | kubectl apply -f - > /dev/null
 wait_until 180 "reader-plain Ready" all_ready "$cns" app=reader-plain 1
 pl_ip=$(pod_ip "$cns" reader-plain)
 got=$(kubectl exec -n "$cns" reader-plain -c regionserver -- sh -c 'hbase fs -cat ozrs://ozone/vol1/hbase/check 2>/dev/null | sha256sum') || die "cat failed"
-[ "${got%% *}" = "$(cut -d' ' -f1 "$work/check.sum")" ] || die "read back $got"
+[ "${got%% *}" = "$want" ] || die "read back $got"
 sc=$(metric "http://$pl_ip:9890" 'ozone_sidecar_read_bytes_total{path="short-circuit"}')
 relayed=$(metric "http://$pl_ip:9890" 'ozone_sidecar_passthrough_connections_total{result="relayed"}')
 [ "$sc" = 0 ] && [ "$relayed" = 0 ] || die "short-circuit on a node without a datanode: $sc bytes, $relayed relayed"
@@ -372,17 +378,7 @@ kubectl delete pod -n "$cns" --all --wait=true --timeout 120s > /dev/null
 # 16 MiB file of step 3 over and over through one FileSystem
 # (`hbase workload read-loop`, every read's SHA-256 checked) until
 # /tmp/stop exists in it.
-want=$(cut -d' ' -f1 "$work/check.sum")
-"$py" - "$work/hbase-example.yaml" "$rs_node" > "$work/reader.yaml" <<'PY'
-import sys, yaml
-docs = list(yaml.safe_load_all(open(sys.argv[1])))
-pod = next(d for d in docs if d and d["kind"] == "Pod")
-pod["metadata"]["name"] = "reader"
-pod["metadata"]["labels"] = {"app": "reader"}
-pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": sys.argv[2]}
-print(yaml.safe_dump(pod))
-PY
-kubectl apply -f "$work/reader.yaml" > /dev/null
+example_pod reader "$rs_node" | kubectl apply -f - > /dev/null
 rdx() { kubectl exec -n "$cns" reader -c regionserver -- "$@"; }
 start_reader() { # SECONDS OUT: a read-loop in the background; its pid in $reader
   rdx rm -f /tmp/stop

@@ -198,19 +198,10 @@ fn every_key_the_docs_name_is_declared() {
 
 /// Every `spec.…` field of an `OzoneCluster` that the docs name exists in
 /// the CRD's schema: a doc that outlives a renamed or removed field fails
-/// here. (Kubernetes objects' own fields, such as a StatefulSet's, are named
-/// below and skipped.)
+/// here.
 #[test]
 fn every_cluster_field_the_docs_name_exists() {
     use kube::CustomResourceExt;
-    const KUBERNETES: [&str; 6] = [
-        "template",
-        "updateStrategy",
-        "podManagementPolicy",
-        "persistentVolumeClaimRetentionPolicy",
-        "volumeClaimTemplates",
-        "containers",
-    ];
     let crd = serde_json::to_value(OzoneCluster::crd()).unwrap();
     let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
     let mut files: Vec<String> = [
@@ -235,11 +226,6 @@ fn every_cluster_field_the_docs_name_exists() {
             let Some(path) = word.strip_prefix("spec.") else {
                 continue;
             };
-            let mut parts = path.split('.');
-            let first = parts.next().unwrap_or_default();
-            if KUBERNETES.contains(&first) {
-                continue;
-            }
             let mut node = &schema["properties"]["spec"];
             for part in path.split('.') {
                 while node["type"] == "array" {
