@@ -11,7 +11,7 @@ mount namespaces, its own uid, and a read-only root filesystem.
 What real pods show (e2e/pods: short-circuit reads across pods, relays, a
 node without a datanode, a datanode pod replaced) is not repeated here; this
 keeps what needs a hand on the processes: a flipped byte under each
-verify-checksum policy, SIGKILL of a datanode and of a sidecar mid-read,
+verify-checksum policy, SIGKILL of a datanode mid-read and of a sidecar,
 the uids and read-only roots, SIGTERM drains.
 
 Prints one line per step and `N passed, N failed`.
