@@ -26,8 +26,8 @@ use clap::{Parser, Subcommand};
 use ozone_client::SidecarClient;
 use ozone_client::{Client, ClientConfig, KeyAccess, KeyRead};
 use ozone_common::config::Conf;
-use ozone_testkit::data;
-use ozone_testkit::local::{LocalCluster, LocalSpec};
+use ozone_local::data;
+use ozone_local::{LocalCluster, LocalSpec};
 use rand::Rng;
 
 #[derive(Parser)]

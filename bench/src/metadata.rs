@@ -11,15 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ozone_client::Client;
+use ozone_local::{LocalCluster, LocalSpec};
 use ozone_proto::BucketLayout;
-use ozone_testkit::local::{LocalCluster, LocalSpec};
 
 const V: &str = "bench";
 const B: &str = "fsbench";
 
 /// Options of the metadata benchmark.
 #[derive(clap::Args, Clone)]
-pub struct MetadataArgs {
+pub(crate) struct MetadataArgs {
     /// Concurrent clients of the parallel rows.
     #[arg(long, default_value_t = 32)]
     pub clients: usize,
@@ -106,7 +106,7 @@ where
 }
 
 /// Runs the benchmark; prints a Markdown table.
-pub async fn run(a: MetadataArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     eprintln!("starting a local cluster in {}", dir.path().display());
     let cluster = LocalCluster::start(LocalSpec {

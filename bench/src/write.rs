@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use ozone_client::{Client, ClientConfig};
+use ozone_local::{LocalCluster, LocalSpec};
 use ozone_proto::ReplicationFactor;
-use ozone_testkit::local::{LocalCluster, LocalSpec};
 use tokio::io::AsyncReadExt;
 
 /// Options of the write benchmark.
 #[derive(clap::Args, Clone)]
-pub struct WriteArgs {
+pub(crate) struct WriteArgs {
     /// Size of each key (and of the `dd` file), MiB.
     #[arg(long, default_value_t = 1024)]
     pub mib: u64,
@@ -61,7 +61,7 @@ fn client(c: &LocalCluster, rep: ReplicationFactor) -> anyhow::Result<Client> {
 }
 
 /// Runs the benchmark and prints its table.
-pub async fn run(a: WriteArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(a: WriteArgs) -> anyhow::Result<()> {
     if a.mib < 4 || a.rounds == 0 {
         bail!("--mib must be at least 4 and --rounds at least 1");
     }

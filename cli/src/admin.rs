@@ -1,5 +1,6 @@
 //! `ozone admin`: datanodes, decommissioning, replication status.
 
+use ozone_client::KeyAccess;
 use ozone_proto::{DatanodeDetails, NodeState};
 use serde_json::{Value, json};
 
@@ -34,7 +35,7 @@ pub(crate) async fn admin(cli: &Cli, cmd: &AdminCmd) -> anyhow::Result<()> {
     match cmd {
         AdminCmd::Datanode { cmd } => match cmd {
             DatanodeCmd::List => {
-                let dns = client.list_datanodes().await?;
+                let dns = client.om().list_datanodes().await?;
                 if cli.json {
                     output::json(&Value::Array(dns.iter().map(datanode_json).collect()));
                     return Ok(());

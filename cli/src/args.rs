@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use ozone_client::{Client, ClientConfig};
 use ozone_common::config::{self as keys, Conf, Source};
-use ozone_testkit::local::LocalCluster;
+use ozone_local::LocalCluster;
 
 use clap::{Parser, Subcommand};
 

@@ -6,12 +6,12 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use clap::Args;
 use futures::future::try_join_all;
-use ozone_testkit::data;
-use ozone_testkit::local::{LocalCluster, LocalSpec};
+use ozone_local::data;
+use ozone_local::{LocalCluster, LocalSpec};
 
 /// Arguments of the demo.
 #[derive(Debug, Args, Clone)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Number of keys.
     #[arg(long, default_value_t = 8)]
     pub keys: usize,
@@ -24,7 +24,7 @@ pub struct DemoArgs {
 }
 
 /// Runs the demo.
-pub async fn run(args: DemoArgs, conf: Vec<String>) -> anyhow::Result<()> {
+pub(crate) async fn run(args: DemoArgs, conf: Vec<String>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     println!(
         "starting a local cluster (1 OM, {} datanodes) in {}",

@@ -12,7 +12,7 @@ use ozone_proto::FileStatus;
 use tokio::io::AsyncWriteExt;
 
 /// Usage, printed for `ozone fs -help`.
-pub const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 Usage: ozone fs COMMAND [OPTIONS] PATH...
   -ls [-R] [-h] PATH       list a directory (recursively with -R; -h: sizes in KiB, MiB, ...);
                            / lists volumes, /VOLUME its buckets
@@ -44,7 +44,7 @@ macro_rules! usage {
 
 /// A path of a file-system bucket, with the OM its `ofs://` URI named.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FsTarget {
+pub(crate) struct FsTarget {
     /// OM address from an `ofs://` URI.
     pub om: Option<String>,
     pub volume: String,
@@ -55,7 +55,7 @@ pub struct FsTarget {
 
 impl FsTarget {
     /// Parses `/vol/bucket[/path]` or `ofs://OM/vol/bucket[/path]`.
-    pub fn parse(s: &str) -> anyhow::Result<Self> {
+    pub(crate) fn parse(s: &str) -> anyhow::Result<Self> {
         let (om, rest) = match s.strip_prefix("ofs://") {
             Some(r) => {
                 let (host, path) = r.split_once('/').unwrap_or((r, ""));
@@ -96,6 +96,11 @@ impl FsTarget {
         }
     }
 
+    /// The path as the client names it.
+    fn key(&self) -> KeyPath<'_> {
+        KeyPath::new(&self.volume, &self.bucket, &self.path)
+    }
+
     fn shown(&self) -> String {
         format!("/{}/{}/{}", self.volume, self.bucket, self.path)
             .trim_end_matches('/')
@@ -112,22 +117,6 @@ fn split_opts(args: &[String]) -> (Vec<&str>, Vec<&str>) {
         opts.into_iter().map(String::as_str).collect(),
         rest.into_iter().map(String::as_str).collect(),
     )
-}
-
-fn operands<const N: usize>(cmd: &str, rest: &[&str]) -> anyhow::Result<[String; N]> {
-    if rest.len() != N {
-        usage!("-{cmd} takes {N} path(s), got {}", rest.len());
-    }
-    Ok(std::array::from_fn(|i| rest[i].to_string()))
-}
-
-fn check_opts(cmd: &str, opts: &[&str], allowed: &[&str]) -> anyhow::Result<()> {
-    for o in opts {
-        if !allowed.contains(o) {
-            usage!("-{cmd}: unknown option {o}");
-        }
-    }
-    Ok(())
 }
 
 /// A size as `-h` asks: binary units, or bytes.
@@ -163,351 +152,354 @@ fn millis(ms: u64) -> String {
 /// Runs one `ozone fs` command through either client (the cluster, or a
 /// sidecar); returns the exit code. `client` makes the client for the OM
 /// an `ofs://` URI names (or the configured one).
-pub async fn run<A: FsAccess>(
+pub(crate) async fn run<A: FsAccess>(
     client: impl Fn(Option<&str>) -> anyhow::Result<A>,
     args: &[String],
 ) -> anyhow::Result<i32> {
     let Some((cmd, rest)) = args.split_first() else {
         usage!("no command");
     };
-    let cmd = cmd.trim_start_matches('-');
     let (opts, rest) = split_opts(rest);
-    let target = |s: &str| FsTarget::parse(s);
-    let h = opts.contains(&"-h");
-    match cmd {
+    let c = Call {
+        client: &client,
+        cmd: cmd.trim_start_matches('-'),
+        opts,
+        rest,
+    };
+    match c.cmd {
         "help" | "h" | "usage" => {
             println!("{USAGE}");
+            Ok(0)
         }
-        "ls" => {
-            check_opts(cmd, &opts, &["-R", "-h"])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            if let Some(code) = list_above_buckets(&client, &p).await? {
-                return Ok(code);
-            }
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            list(&c, &t, opts.contains(&"-R"), h).await?;
-        }
-        "mkdir" => {
-            check_opts(cmd, &opts, &["-p"])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            if !opts.contains(&"-p") {
-                if let Some((parent, _)) = t.path.rsplit_once('/') {
-                    let st = c
-                        .file_status(KeyPath::new(&t.volume, &t.bucket, parent))
-                        .await
-                        .with_context(|| format!("-mkdir {}: parent directory", t.shown()))?;
-                    if !st.is_dir {
-                        bail!("-mkdir {}: parent is not a directory", t.shown());
-                    }
-                }
-                if !c
-                    .mkdirs(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                    .await?
-                {
-                    bail!("-mkdir {}: file exists", t.shown());
-                }
-            } else {
-                c.mkdirs(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                    .await?;
-            }
-        }
-        "put" | "copyFromLocal" => {
-            check_opts(cmd, &opts, &["-f"])?;
-            let [local, p] = operands::<2>(cmd, &rest)?;
-            let mut t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            if let Ok(st) = c
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await
-                && st.is_dir
-            {
-                if local == "-" {
-                    bail!("-put -: {} is a directory; name the file", t.shown());
-                }
-                let name = Path::new(&local)
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .context("the local file has no name")?;
-                t = t.child(name);
-            }
-            let exists = |e: ClientError| match e {
-                ClientError::AlreadyExists(m) => {
-                    anyhow::anyhow!("-{cmd}: {m} (use -f to overwrite)")
-                }
-                e => e.into(),
-            };
-            let force = opts.contains(&"-f");
-            let path = KeyPath::new(&t.volume, &t.bucket, &t.path);
-            let mut input = crate::output::open_input(Path::new(&local)).await?;
-            let r = c.put_file(path, force, &mut input).await;
-            input.progress.finish();
-            r.map_err(exists)?;
-        }
-        "get" | "copyToLocal" => {
-            check_opts(cmd, &opts, &["-f"])?;
-            let [p, local] = operands::<2>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let dest = crate::sh::destination(Path::new(&local), &t.path)?;
-            if dest.exists() && !opts.contains(&"-f") {
-                bail!(
-                    "-{cmd}: {}: file exists (use -f to overwrite)",
-                    dest.display()
-                );
-            }
-            let r = c
-                .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await?;
-            crate::sh::download(&r, &dest, &t.shown()).await?;
-            r.close().await?;
-        }
-        "cp" => {
-            check_opts(cmd, &opts, &["-f"])?;
-            let [from, to] = operands::<2>(cmd, &rest)?;
-            let (f, mut t) = (target(&from)?, target(&to)?);
-            let c = client(f.om.as_deref())?;
-            let dst = if t.om != f.om {
-                Some(client(t.om.as_deref())?)
-            } else {
-                None
-            };
-            let d = dst.as_ref().unwrap_or(&c);
-            if let Ok(st) = d
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await
-                && st.is_dir
-            {
-                let name = f.path.rsplit('/').next().unwrap_or_default();
-                t = t.child(name);
-            }
-            let r = c
-                .open_key(KeyPath::new(&f.volume, &f.bucket, &f.path))
-                .await?;
-            let w = d
-                .create_file(
-                    KeyPath::new(&t.volume, &t.bucket, &t.path),
-                    opts.contains(&"-f"),
-                )
-                .await
-                .map_err(|e| match e {
-                    ClientError::AlreadyExists(m) => {
-                        anyhow::anyhow!("-cp: {m} (use -f to overwrite)")
-                    }
-                    e => e.into(),
-                })?;
-            crate::sh::copy(r, w).await?;
-        }
-        "cat" | "tail" => {
-            check_opts(cmd, &opts, &[])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let r = c
-                .open_key(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await?;
-            let mut out = tokio::io::stdout();
-            if cmd == "tail" {
-                let start = r.size().saturating_sub(1024);
-                let mut buf = vec![0u8; (r.size() - start) as usize];
-                r.read_exact_at(start, &mut buf).await?;
-                out.write_all(&buf).await?;
-            } else {
-                r.copy_to(&mut out).await?;
-            }
-            out.flush().await?;
-            r.close().await?;
-        }
-        "touchz" => {
-            check_opts(cmd, &opts, &[])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            match c
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await
-            {
-                Ok(st) if st.is_dir => bail!("-touchz: {} is a directory", t.shown()),
-                Ok(st) if st.size > 0 => {
-                    bail!("-touchz: {} is a non-empty file", t.shown())
-                }
-                Ok(_) => {}
-                Err(ClientError::NotFound(_)) => {
-                    c.put_file(
-                        KeyPath::new(&t.volume, &t.bucket, &t.path),
-                        false,
-                        tokio::io::empty(),
-                    )
-                    .await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        "mv" => {
-            check_opts(cmd, &opts, &[])?;
-            let [from, to] = operands::<2>(cmd, &rest)?;
-            let (f, t) = (target(&from)?, target(&to)?);
-            if (&f.volume, &f.bucket) != (&t.volume, &t.bucket) {
-                bail!("-mv: source and destination must be in the same bucket (use -cp, then -rm)");
-            }
-            let c = client(f.om.as_deref())?;
-            c.rename(KeyPath::new(&f.volume, &f.bucket, &f.path), &t.path)
-                .await?;
-        }
-        "rm" | "rmdir" => {
-            let allowed: &[&str] = if cmd == "rm" {
-                &["-r", "-R", "-f"]
-            } else {
-                &[]
-            };
-            check_opts(cmd, &opts, allowed)?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let recursive = opts.contains(&"-r") || opts.contains(&"-R");
-            let st = c
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await;
-            match (&st, cmd) {
-                (Ok(st), "rm") if st.is_dir && !recursive => {
-                    bail!("-rm: {} is a directory (use -r)", t.shown())
-                }
-                (Ok(st), "rmdir") if !st.is_dir => {
-                    bail!("-rmdir: {} is not a directory", t.shown())
-                }
-                _ => {}
-            }
-            match c
-                .delete_path(KeyPath::new(&t.volume, &t.bucket, &t.path), recursive)
-                .await
-            {
-                Err(ClientError::NotFound(_)) if opts.contains(&"-f") => {}
-                Err(ClientError::Precondition(m)) if cmd == "rmdir" => {
-                    bail!("-rmdir: {}: {m}", t.shown())
-                }
-                r => r?,
-            }
-        }
-        "stat" => {
-            check_opts(cmd, &opts, &[])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let s = c
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await?;
-            println!("{}", describe(&s, &t.volume, &t.bucket, false));
-        }
-        "du" => {
-            check_opts(cmd, &opts, &["-s", "-h"])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            if opts.contains(&"-s") {
-                let s = c
-                    .content_summary(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                    .await?;
-                println!("{}  {}", size(s.length, h), t.shown());
-            } else {
-                for e in c
-                    .list_status_all(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                    .await?
-                {
-                    let s = c
-                        .content_summary(KeyPath::new(&t.volume, &t.bucket, &e.path))
-                        .await?;
-                    println!(
-                        "{}  /{}/{}/{}",
-                        size(s.length, h),
-                        t.volume,
-                        t.bucket,
-                        e.path
-                    );
-                }
-            }
-        }
-        "count" => {
-            check_opts(cmd, &opts, &["-h"])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let s = c
-                .content_summary(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await?;
-            // Hadoop's columns: DIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME.
-            println!(
-                "{:>12} {:>12} {:>18} {}",
-                s.directory_count,
-                s.file_count,
-                size(s.length, h),
-                t.shown()
-            );
-        }
-        "df" => {
-            check_opts(cmd, &opts, &["-h"])?;
-            if rest.len() > 1 {
-                usage!("-df takes at most one path");
-            }
-            let om = match rest.first() {
-                Some(p) if p.starts_with("ofs://") => target(p)?.om,
-                _ => None,
-            };
-            let c = client(om.as_deref())?;
-            let (cap, used) = c.capacity().await?;
-            println!(
-                "{:<20} {:>14} {:>14} {:>14} {:>5}",
-                "Filesystem", "Size", "Used", "Available", "Use%"
-            );
-            println!(
-                "{:<20} {:>14} {:>14} {:>14} {:>4}%",
-                "ofs://",
-                size(cap, h),
-                size(used, h),
-                size(cap.saturating_sub(used), h),
-                (used * 100).checked_div(cap).unwrap_or(0)
-            );
-        }
-        "test" => {
-            check_opts(cmd, &opts, &["-e", "-d", "-f", "-z"])?;
-            let [p] = operands::<1>(cmd, &rest)?;
-            if opts.len() != 1 {
-                usage!("-test needs exactly one of -e, -d, -f, -z");
-            }
-            let t = target(&p)?;
-            let c = client(t.om.as_deref())?;
-            let ok = match c
-                .file_status(KeyPath::new(&t.volume, &t.bucket, &t.path))
-                .await
-            {
-                Ok(s) => match opts[0] {
-                    "-d" => s.is_dir,
-                    "-f" => !s.is_dir,
-                    "-z" => s.size == 0,
-                    _ => true,
-                },
-                Err(ClientError::NotFound(_)) => false,
-                Err(e) => return Err(e.into()),
-            };
-            return Ok(if ok { 0 } else { 1 });
-        }
-        "chmod" | "chown" | "chgrp" | "setfacl" | "getfacl" => {
-            bail!(
-                "-{cmd} is not supported: the store has no POSIX owners, groups or modes; with \
-                 security on, access follows the ACLs of volumes and buckets (`ozone sh volume|bucket \
-                 addacl|getacl`)"
-            );
-        }
+        "ls" => ls(&c).await,
+        "mkdir" => mkdir(&c).await,
+        "put" | "copyFromLocal" => put(&c).await,
+        "get" | "copyToLocal" => get(&c).await,
+        "cp" => cp(&c).await,
+        "cat" | "tail" => cat(&c).await,
+        "touchz" => touchz(&c).await,
+        "mv" => mv(&c).await,
+        "rm" | "rmdir" => rm(&c).await,
+        "stat" => stat(&c).await,
+        "du" => du(&c).await,
+        "count" => count(&c).await,
+        "df" => df(&c).await,
+        "test" => test(&c).await,
+        "chmod" | "chown" | "chgrp" | "setfacl" | "getfacl" => bail!(
+            "-{} is not supported: the store has no POSIX owners, groups or modes; with \
+             security on, access follows the ACLs of volumes and buckets (`ozone sh volume|bucket \
+             addacl|getacl`)",
+            c.cmd
+        ),
         other => usage!("unknown command -{other}"),
     }
+}
+
+/// One command as given: its name, options and operands, and how to make
+/// a client.
+struct Call<'a, A> {
+    client: &'a dyn Fn(Option<&str>) -> anyhow::Result<A>,
+    cmd: &'a str,
+    opts: Vec<&'a str>,
+    rest: Vec<&'a str>,
+}
+
+impl<A: FsAccess> Call<'_, A> {
+    /// Whether option `o` was given.
+    fn has(&self, o: &str) -> bool {
+        self.opts.contains(&o)
+    }
+
+    /// The `N` operands, the options checked against `allowed`.
+    fn operands<const N: usize>(&self, allowed: &[&str]) -> anyhow::Result<[String; N]> {
+        for o in &self.opts {
+            if !allowed.contains(o) {
+                usage!("-{}: unknown option {o}", self.cmd);
+            }
+        }
+        if self.rest.len() != N {
+            usage!("-{} takes {N} path(s), got {}", self.cmd, self.rest.len());
+        }
+        Ok(std::array::from_fn(|i| self.rest[i].to_string()))
+    }
+
+    /// The path `p` names, and a client of its cluster.
+    fn target(&self, p: &str) -> anyhow::Result<(FsTarget, A)> {
+        let t = FsTarget::parse(p)?;
+        let c = (self.client)(t.om.as_deref())?;
+        Ok((t, c))
+    }
+
+    /// A size as `-h` asks.
+    fn size(&self, n: u64) -> String {
+        size(n, self.has("-h"))
+    }
+}
+
+/// An "already exists" error with the hint to overwrite.
+fn exists(cmd: &str) -> impl Fn(ClientError) -> anyhow::Error + '_ {
+    move |e| match e {
+        ClientError::AlreadyExists(m) => anyhow::anyhow!("-{cmd}: {m} (use -f to overwrite)"),
+        e => e.into(),
+    }
+}
+
+async fn ls<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&["-R", "-h"])?;
+    if let Some(code) = list_above_buckets(c.client, &p).await? {
+        return Ok(code);
+    }
+    let (t, client) = c.target(&p)?;
+    list(&client, &t, c.has("-R"), c.has("-h")).await?;
     Ok(0)
+}
+
+async fn mkdir<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&["-p"])?;
+    let (t, client) = c.target(&p)?;
+    if c.has("-p") {
+        client.mkdirs(t.key()).await?;
+        return Ok(0);
+    }
+    if let Some((parent, _)) = t.path.rsplit_once('/') {
+        let st = client
+            .file_status(KeyPath::new(&t.volume, &t.bucket, parent))
+            .await
+            .with_context(|| format!("-mkdir {}: parent directory", t.shown()))?;
+        if !st.is_dir {
+            bail!("-mkdir {}: parent is not a directory", t.shown());
+        }
+    }
+    if !client.mkdirs(t.key()).await? {
+        bail!("-mkdir {}: file exists", t.shown());
+    }
+    Ok(0)
+}
+
+async fn put<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [local, p] = c.operands::<2>(&["-f"])?;
+    let (mut t, client) = c.target(&p)?;
+    if let Ok(st) = client.file_status(t.key()).await
+        && st.is_dir
+    {
+        if local == "-" {
+            bail!("-put -: {} is a directory; name the file", t.shown());
+        }
+        let name = Path::new(&local)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .context("the local file has no name")?;
+        t = t.child(name);
+    }
+    let mut input = crate::output::open_input(Path::new(&local)).await?;
+    let r = client.put_file(t.key(), c.has("-f"), &mut input).await;
+    input.progress.finish();
+    r.map_err(exists(c.cmd))?;
+    Ok(0)
+}
+
+async fn get<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p, local] = c.operands::<2>(&["-f"])?;
+    let (t, client) = c.target(&p)?;
+    let dest = crate::sh::destination(Path::new(&local), &t.path)?;
+    if dest.exists() && !c.has("-f") {
+        bail!(
+            "-{}: {}: file exists (use -f to overwrite)",
+            c.cmd,
+            dest.display()
+        );
+    }
+    let r = client.open_key(t.key()).await?;
+    crate::sh::download(&r, &dest, &t.shown()).await?;
+    r.close().await?;
+    Ok(0)
+}
+
+async fn cp<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [from, to] = c.operands::<2>(&["-f"])?;
+    let (f, src) = c.target(&from)?;
+    let mut t = FsTarget::parse(&to)?;
+    let other = if t.om != f.om {
+        Some((c.client)(t.om.as_deref())?)
+    } else {
+        None
+    };
+    let dst = other.as_ref().unwrap_or(&src);
+    if let Ok(st) = dst.file_status(t.key()).await
+        && st.is_dir
+    {
+        let name = f.path.rsplit('/').next().unwrap_or_default();
+        t = t.child(name);
+    }
+    let r = src.open_key(f.key()).await?;
+    let w = dst
+        .create_file(t.key(), c.has("-f"))
+        .await
+        .map_err(exists(c.cmd))?;
+    crate::sh::copy(r, w).await?;
+    Ok(0)
+}
+
+/// `-cat`, and `-tail` (the last kilobyte).
+async fn cat<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&[])?;
+    let (t, client) = c.target(&p)?;
+    let r = client.open_key(t.key()).await?;
+    let mut out = tokio::io::stdout();
+    if c.cmd == "tail" {
+        let start = r.size().saturating_sub(1024);
+        let mut buf = vec![0u8; (r.size() - start) as usize];
+        r.read_exact_at(start, &mut buf).await?;
+        out.write_all(&buf).await?;
+    } else {
+        r.copy_to(&mut out).await?;
+    }
+    out.flush().await?;
+    r.close().await?;
+    Ok(0)
+}
+
+async fn touchz<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&[])?;
+    let (t, client) = c.target(&p)?;
+    match client.file_status(t.key()).await {
+        Ok(st) if st.is_dir => bail!("-touchz: {} is a directory", t.shown()),
+        Ok(st) if st.size > 0 => bail!("-touchz: {} is a non-empty file", t.shown()),
+        Ok(_) => {}
+        Err(ClientError::NotFound(_)) => {
+            client.put_file(t.key(), false, tokio::io::empty()).await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(0)
+}
+
+async fn mv<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [from, to] = c.operands::<2>(&[])?;
+    let (f, client) = c.target(&from)?;
+    let t = FsTarget::parse(&to)?;
+    if (&f.volume, &f.bucket) != (&t.volume, &t.bucket) {
+        bail!("-mv: source and destination must be in the same bucket (use -cp, then -rm)");
+    }
+    client.rename(f.key(), &t.path).await?;
+    Ok(0)
+}
+
+/// `-rm [-r] [-f]`, and `-rmdir` (an empty directory only).
+async fn rm<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let rmdir = c.cmd == "rmdir";
+    let [p] = c.operands::<1>(if rmdir { &[] } else { &["-r", "-R", "-f"] })?;
+    let (t, client) = c.target(&p)?;
+    let recursive = c.has("-r") || c.has("-R");
+    match client.file_status(t.key()).await {
+        Ok(st) if !rmdir && st.is_dir && !recursive => {
+            bail!("-rm: {} is a directory (use -r)", t.shown())
+        }
+        Ok(st) if rmdir && !st.is_dir => bail!("-rmdir: {} is not a directory", t.shown()),
+        _ => {}
+    }
+    match client.delete_path(t.key(), recursive).await {
+        Err(ClientError::NotFound(_)) if c.has("-f") => {}
+        Err(ClientError::Precondition(m)) if rmdir => bail!("-rmdir: {}: {m}", t.shown()),
+        r => r?,
+    }
+    Ok(0)
+}
+
+async fn stat<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&[])?;
+    let (t, client) = c.target(&p)?;
+    let s = client.file_status(t.key()).await?;
+    println!("{}", describe(&s, &t.volume, &t.bucket, false));
+    Ok(0)
+}
+
+async fn du<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&["-s", "-h"])?;
+    let (t, client) = c.target(&p)?;
+    if c.has("-s") {
+        let s = client.content_summary(t.key()).await?;
+        println!("{}  {}", c.size(s.length), t.shown());
+        return Ok(0);
+    }
+    for e in client.list_status_all(t.key()).await? {
+        let s = client
+            .content_summary(KeyPath::new(&t.volume, &t.bucket, &e.path))
+            .await?;
+        let shown = format!("/{}/{}/{}", t.volume, t.bucket, e.path);
+        println!("{}  {shown}", c.size(s.length));
+    }
+    Ok(0)
+}
+
+async fn count<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&["-h"])?;
+    let (t, client) = c.target(&p)?;
+    let s = client.content_summary(t.key()).await?;
+    // Hadoop's columns: DIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME.
+    println!(
+        "{:>12} {:>12} {:>18} {}",
+        s.directory_count,
+        s.file_count,
+        c.size(s.length),
+        t.shown()
+    );
+    Ok(0)
+}
+
+async fn df<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    for o in &c.opts {
+        if *o != "-h" {
+            usage!("-df: unknown option {o}");
+        }
+    }
+    if c.rest.len() > 1 {
+        usage!("-df takes at most one path");
+    }
+    let om = match c.rest.first() {
+        Some(p) if p.starts_with("ofs://") => FsTarget::parse(p)?.om,
+        _ => None,
+    };
+    let (cap, used) = (c.client)(om.as_deref())?.capacity().await?;
+    println!(
+        "{:<20} {:>14} {:>14} {:>14} {:>5}",
+        "Filesystem", "Size", "Used", "Available", "Use%"
+    );
+    println!(
+        "{:<20} {:>14} {:>14} {:>14} {:>4}%",
+        "ofs://",
+        c.size(cap),
+        c.size(used),
+        c.size(cap.saturating_sub(used)),
+        (used * 100).checked_div(cap).unwrap_or(0)
+    );
+    Ok(0)
+}
+
+/// `-test -e|-d|-f|-z`: the answer is the exit code.
+async fn test<A: FsAccess>(c: &Call<'_, A>) -> anyhow::Result<i32> {
+    let [p] = c.operands::<1>(&["-e", "-d", "-f", "-z"])?;
+    if c.opts.len() != 1 {
+        usage!("-test needs exactly one of -e, -d, -f, -z");
+    }
+    let (t, client) = c.target(&p)?;
+    let ok = match client.file_status(t.key()).await {
+        Ok(s) => match c.opts[0] {
+            "-d" => s.is_dir,
+            "-f" => !s.is_dir,
+            "-z" => s.size == 0,
+            _ => true,
+        },
+        Err(ClientError::NotFound(_)) => false,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(if ok { 0 } else { 1 })
 }
 
 /// `-ls /` (volumes) and `-ls /VOLUME` (its buckets); `None` for a path
 /// inside a bucket.
 async fn list_above_buckets<A: FsAccess>(
-    client: &impl Fn(Option<&str>) -> anyhow::Result<A>,
+    client: &dyn Fn(Option<&str>) -> anyhow::Result<A>,
     p: &str,
 ) -> anyhow::Result<Option<i32>> {
     let (om, rest) = match p.strip_prefix("ofs://") {
@@ -546,9 +538,7 @@ async fn list_above_buckets<A: FsAccess>(
 async fn list<A: FsAccess>(c: &A, t: &FsTarget, recursive: bool, h: bool) -> anyhow::Result<()> {
     let mut stack = vec![t.path.clone()];
     while let Some(dir) = stack.pop() {
-        let entries = c
-            .list_status_all(KeyPath::new(&t.volume, &t.bucket, &dir))
-            .await?;
+        let entries = c.list_status_all(t.key().with_key(&dir)).await?;
         let mut subdirs = Vec::new();
         for e in &entries {
             println!("{}", describe(e, &t.volume, &t.bucket, h));

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use ozone_common::config::{self as keys, Conf};
-use ozone_testkit::local::{LocalCluster, LocalSpec};
+use ozone_local::{LocalCluster, LocalSpec};
 
 use crate::args::*;
 

@@ -545,7 +545,7 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 println!("created volume /{v}");
             }
             VolumeCmd::Ls => {
-                let vols = client.list_volumes().await?;
+                let vols = client.om().list_volumes().await?;
                 if json_out {
                     output::json(&Value::Array(vols.iter().map(volume_json).collect()));
                 } else {
@@ -608,7 +608,7 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 println!("created bucket /{v}/{b} ({})", layout.as_str_name());
             }
             BucketCmd::Ls { path } => {
-                let buckets = client.list_buckets(&volume_of(path)?).await?;
+                let buckets = client.om().list_buckets(&volume_of(path)?).await?;
                 if json_out {
                     output::json(&Value::Array(buckets.iter().map(bucket_json).collect()));
                 } else {

@@ -283,7 +283,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     let again = put(&w, "after", &want, 7000).await;
     assert_eq!(again.blocks[0].replicas.len(), 3);
     assert_eq!(get(&w, "after", 10_000).await, want);
-    let dns = w.list_datanodes().await.unwrap();
+    let dns = w.om().list_datanodes().await.unwrap();
     assert_eq!(
         dns.iter()
             .filter(|d| d.state == NodeState::Healthy as i32)

@@ -34,19 +34,20 @@ fn ok(om: &str, args: &[&str]) -> String {
 /// cluster.env it wrote.
 fn local_up(dir: &std::path::Path, datanodes: usize) -> (Up, String) {
     let cluster_dir = dir.join("cluster");
-    let mut up = Up(Command::new(exe())
-        .args([
-            "local",
-            "up",
-            "--dir",
-            cluster_dir.to_str().unwrap(),
-            "--datanodes",
-            &datanodes.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
+    let mut up = Up::spawn(
+        Command::new(exe())
+            .args([
+                "local",
+                "up",
+                "--dir",
+                cluster_dir.to_str().unwrap(),
+                "--datanodes",
+                &datanodes.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let mut line = String::new();
     BufReader::new(up.0.stdout.take().unwrap())
         .read_line(&mut line)

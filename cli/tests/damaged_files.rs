@@ -210,6 +210,7 @@ async fn damaged_replicas_are_found_by_the_scanner_and_repaired() {
     }
     let node1 = tc.cluster.datanode_id(0).unwrap();
     let http = c
+        .om()
         .list_datanodes()
         .await
         .unwrap()

@@ -137,7 +137,7 @@ async fn read_fails_over_when_local_datanode_dies() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let id = tc.cluster.datanode_id(1).unwrap();
     loop {
-        let dns = w.list_datanodes().await.unwrap();
+        let dns = w.om().list_datanodes().await.unwrap();
         let d = dns.iter().find(|d| d.id == id).unwrap();
         if d.state == NodeState::Stale as i32 || d.state == NodeState::Dead as i32 {
             break;

@@ -420,7 +420,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
             write(&c, &name, &data::bytes(i, 20_000)).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let before = used(&c.list_datanodes().await.unwrap());
+        let before = used(&c.om().list_datanodes().await.unwrap());
         assert!(before >= 3 * 200 * 20_000, "{before}");
         c.delete_path(KeyPath::new(V, B, &dir), true).await.unwrap();
         tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
@@ -437,7 +437,7 @@ async fn an_om_killed_mid_rename_or_delete_restarts_with_one_whole_tree() {
         ));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let now = used(&c.list_datanodes().await.unwrap());
+            let now = used(&c.om().list_datanodes().await.unwrap());
             if now + 3 * 200 * 20_000 <= before {
                 break;
             }
@@ -666,6 +666,7 @@ async fn interleaved_renames_and_deletes_leave_a_consistent_tree() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let used: u64 = c
+            .om()
             .list_datanodes()
             .await
             .unwrap()

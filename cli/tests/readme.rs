@@ -56,13 +56,14 @@ fn the_readme_walkthrough_runs_as_written() {
             .any(|l| l.starts_with("cargo build --release"))
     );
     let command = moved(up_line.split('#').next().unwrap());
-    let mut up = Up(Command::new("bash")
-        .args(["-c", &format!("exec {command}")])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
+    let mut up = Up::spawn(
+        Command::new("bash")
+            .args(["-c", &format!("exec {command}")])
+            .current_dir(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     let mut ready = String::new();
     BufReader::new(up.0.stdout.take().unwrap())
         .read_line(&mut ready)

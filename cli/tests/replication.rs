@@ -146,7 +146,8 @@ async fn infos(c: &Client, keys: &[(String, Vec<u8>)]) -> Vec<KeyInfo> {
 }
 
 async fn http_of(c: &Client) -> HashMap<String, String> {
-    c.list_datanodes()
+    c.om()
+        .list_datanodes()
         .await
         .unwrap()
         .into_iter()
@@ -201,7 +202,7 @@ async fn a_datanode_lost_for_good_has_its_replicas_restored() {
     );
     assert!(reads.load(Ordering::Relaxed) > 0);
     // The dead datanode is listed as such.
-    let dns = c.list_datanodes().await.unwrap();
+    let dns = c.om().list_datanodes().await.unwrap();
     let v = dns.iter().find(|d| d.id == victim).unwrap();
     assert_eq!(v.state, NodeState::Dead as i32);
 }

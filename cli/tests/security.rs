@@ -467,7 +467,7 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
     let acl = a.get_acl("vol", "bucket").await.unwrap();
     assert_eq!(acl.owner, "team-a/app");
     assert!(acl.acls.is_empty(), "{:?}", acl.acls);
-    for d in admin.list_datanodes().await.unwrap() {
+    for d in admin.om().list_datanodes().await.unwrap() {
         assert_eq!(
             d.operational_state,
             OperationalState::InService as i32,
@@ -476,6 +476,7 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
         );
     }
     let vols: Vec<String> = admin
+        .om()
         .list_volumes()
         .await
         .unwrap()
@@ -485,6 +486,7 @@ async fn every_rpc_refuses_callers_without_rights_and_changes_nothing() {
     assert_eq!(vols, ["vol", "volb"]);
     // Each sees only its own volume.
     let seen: Vec<String> = a
+        .om()
         .list_volumes()
         .await
         .unwrap()

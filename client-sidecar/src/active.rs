@@ -11,7 +11,7 @@ use crate::errors::SidecarError;
 use crate::policy::Policy;
 
 /// The policy in force and the client that applies it.
-pub struct Active {
+pub(crate) struct Active {
     /// The sidecar's own part of the policy.
     pub policy: Policy,
     /// The client, which holds the verify-checksum and short-circuit
@@ -26,7 +26,7 @@ pub struct Active {
 impl Active {
     /// Builds the client for `conf`'s policy against the OM at `om`, on
     /// node `node` (local-first placement and reads).
-    pub fn build(om: &str, node: Option<&str>, conf: &Conf) -> Result<Self, SidecarError> {
+    pub(crate) fn build(om: &str, node: Option<&str>, conf: &Conf) -> Result<Self, SidecarError> {
         let policy = Policy::from_conf(conf)?;
         let mut cfg = ClientConfig::from_conf(om, conf)?;
         cfg.node_name = node.filter(|n| !n.is_empty()).map(str::to_string);
@@ -42,12 +42,12 @@ impl Active {
     }
 
     /// The verify-checksum setting of streams that ask for none.
-    pub fn verify_checksum(&self) -> bool {
+    pub(crate) fn verify_checksum(&self) -> bool {
         self.client.verify_checksum()
     }
 
     /// Whether `other` enforces the same policy.
-    pub fn same_policy(&self, other: &Active) -> bool {
+    pub(crate) fn same_policy(&self, other: &Active) -> bool {
         self.policy == other.policy
             && self.verify_checksum() == other.verify_checksum()
             && self.client.config().short_circuit_mode == other.client.config().short_circuit_mode
@@ -55,7 +55,7 @@ impl Active {
 
     /// The verify setting of a stream that asks for `asked`; `Err` says why
     /// it is refused.
-    pub fn stream_verify(&self, asked: Option<bool>) -> Result<bool, String> {
+    pub(crate) fn stream_verify(&self, asked: Option<bool>) -> Result<bool, String> {
         self.policy.stream_verify(self.verify_checksum(), asked)
     }
 

@@ -59,7 +59,7 @@ struct Block {
 
 /// The client-to-server direction of one connection, with the authority
 /// fix.
-pub struct AuthorityFix {
+pub(crate) struct AuthorityFix {
     mode: Mode,
     preface_left: usize,
     /// Bytes read and not yet framed.
@@ -92,7 +92,7 @@ fn valid_authority(v: &[u8]) -> bool {
 
 impl AuthorityFix {
     /// Reads from `io` into `buf`, fixing header blocks as needed.
-    pub fn poll_read<R: AsyncRead + Unpin>(
+    pub(crate) fn poll_read<R: AsyncRead + Unpin>(
         &mut self,
         io: &mut R,
         cx: &mut Context<'_>,

@@ -142,6 +142,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
     let svc = SidecarServer::new(SidecarService::new(state.clone()))
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
+    let om = crate::namespace::OmPassThrough::new(state.clone());
     let unix = bind_unix(&args.socket)?;
     let data_socket = crate::data::socket_of(&args.socket);
     tokio::spawn(crate::data::serve(bind_unix(&data_socket)?, state.clone()));
@@ -160,7 +161,9 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
         Err(e) => Some(Err(e)),
     });
     servers.spawn(server::serve(
-        server::grpc().add_service(svc.clone()),
+        server::grpc()
+            .add_service(svc.clone())
+            .add_service(om.clone()),
         incoming,
         stop_rx.clone(),
     ));
@@ -173,7 +176,7 @@ pub async fn run(args: SidecarArgs) -> anyhow::Result<()> {
             .with_context(|| format!("binding {addr}"))?;
         tcp_bound = Some(l.local_addr()?);
         servers.spawn(server::serve(
-            server::grpc().add_service(svc),
+            server::grpc().add_service(svc).add_service(om),
             TcpListenerStream::new(l),
             stop_rx.clone(),
         ));

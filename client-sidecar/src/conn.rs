@@ -22,11 +22,11 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 
 /// The id of the application connection a request came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnId(pub u64);
+pub(crate) struct ConnId(pub u64);
 
 /// What a request knows of its connection: its id and its peer.
 #[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     pub id: ConnId,
     pub peer: Option<Peer>,
 }
@@ -46,7 +46,7 @@ impl Drop for Owner {
 }
 
 /// An accepted application connection.
-pub struct AppConn {
+pub(crate) struct AppConn {
     io: UnixStream,
     owner: Owner,
     peer: Option<Peer>,
@@ -56,7 +56,7 @@ pub struct AppConn {
 
 impl AppConn {
     /// Wraps an accepted connection of `state`'s socket from `peer`.
-    pub fn new(io: UnixStream, state: &Arc<State>, peer: Option<Peer>) -> Self {
+    pub(crate) fn new(io: UnixStream, state: &Arc<State>, peer: Option<Peer>) -> Self {
         Self {
             io,
             peer,
@@ -123,12 +123,12 @@ impl AsyncWrite for AppConn {
 
 /// The connection of a request, when it came on the UNIX socket (tonic
 /// puts each connection's [`Connected::connect_info`] into its requests).
-pub fn of<T>(req: &tonic::Request<T>) -> Option<ConnId> {
+pub(crate) fn of<T>(req: &tonic::Request<T>) -> Option<ConnId> {
     req.extensions().get::<ConnInfo>().map(|i| i.id)
 }
 
 /// The peer of a request's connection, when it came on the UNIX socket
 /// (`None` on TCP).
-pub fn peer<T>(req: &tonic::Request<T>) -> Option<Peer> {
+pub(crate) fn peer<T>(req: &tonic::Request<T>) -> Option<Peer> {
     req.extensions().get::<ConnInfo>().and_then(|i| i.peer)
 }

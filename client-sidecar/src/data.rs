@@ -18,17 +18,17 @@ use crate::peer::Peer;
 use crate::state::State;
 
 /// Read command.
-pub const CMD_READ: u8 = sc::CMD_SIDECAR_READ;
+pub(crate) const CMD_READ: u8 = sc::CMD_SIDECAR_READ;
 /// Failure reply.
-pub const CMD_FAILED: u8 = sc::CMD_ERROR | RESPONSE;
+pub(crate) const CMD_FAILED: u8 = sc::CMD_ERROR | RESPONSE;
 
 /// The data socket next to the gRPC socket `grpc`.
-pub fn socket_of(grpc: &Path) -> PathBuf {
+pub(crate) fn socket_of(grpc: &Path) -> PathBuf {
     grpc.with_extension("data")
 }
 
 /// Serves the data socket until the listener fails.
-pub async fn serve(l: UnixListener, state: Arc<State>) {
+pub(crate) async fn serve(l: UnixListener, state: Arc<State>) {
     loop {
         match l.accept().await {
             Ok((s, _)) => match state.access.sidecar.admit(&s) {

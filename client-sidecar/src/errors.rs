@@ -7,7 +7,7 @@ use tonic::Status;
 
 /// A sidecar that cannot start or reload.
 #[derive(Debug, thiserror::Error)]
-pub enum SidecarError {
+pub(crate) enum SidecarError {
     /// A config value is wrong.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -17,7 +17,7 @@ pub enum SidecarError {
 }
 
 /// A client error as a gRPC status.
-pub fn status(e: ClientError) -> Status {
+pub(crate) fn status(e: ClientError) -> Status {
     let m = e.to_string();
     match e {
         ClientError::NotFound(_) => Status::not_found(m),

@@ -4,15 +4,16 @@
 //! emptyDir, under the workload's verify-checksum policy. It can also hand
 //! block descriptors to the application (pass-through, see [`relay`]).
 
-pub mod active;
-pub mod authority;
+mod active;
+mod authority;
 pub mod cmd;
-pub mod conn;
-pub mod data;
-pub mod errors;
-pub mod metrics;
-pub mod peer;
+mod conn;
+mod data;
+mod errors;
+mod metrics;
+mod namespace;
+mod peer;
 pub mod policy;
-pub mod relay;
-pub mod service;
-pub mod state;
+mod relay;
+mod service;
+mod state;

@@ -11,7 +11,7 @@ use crate::active::Active;
 
 /// Labels of a read.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReadLabels {
+pub(crate) struct ReadLabels {
     /// `read`, `stream` or `verified` (a verified re-read).
     pub kind: &'static str,
     /// Whether checksums were verified.
@@ -20,14 +20,14 @@ pub struct ReadLabels {
 
 /// Labels of bytes by path.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PathLabels {
+pub(crate) struct PathLabels {
     /// `short-circuit`, `grpc-local` or `grpc-remote`.
     pub path: &'static str,
 }
 
 /// Labels of read streams opened.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpenLabels {
+pub(crate) struct OpenLabels {
     /// Whether the stream verifies checksums (the workload's policy and
     /// its request together): also how the application's pass-through
     /// reads of the stream verify.
@@ -36,28 +36,35 @@ pub struct OpenLabels {
 
 /// Labels of pass-through connections.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PassLabels {
+pub(crate) struct PassLabels {
     /// `relayed` or `refused`.
     pub result: &'static str,
 }
 
+/// Labels of OM calls passed on.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct OmCallLabels {
+    /// The gRPC status code of the answer (`Ok`, `NotFound`, ...).
+    pub code: String,
+}
+
 /// Labels of connections refused for their peer's uid.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SocketLabels {
+pub(crate) struct SocketLabels {
     /// `grpc`, `data` or `relay`.
     pub socket: &'static str,
 }
 
 /// Labels of streams the sidecar closed itself.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReapLabels {
+pub(crate) struct ReapLabels {
     /// `connection` (its application's connection went) or `idle`.
     pub reason: &'static str,
 }
 
 /// The policy in force, as labels of a gauge set to 1.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PolicyLabels {
+pub(crate) struct PolicyLabels {
     /// Default verify-checksum.
     pub verify_checksum: String,
     /// Whether streams may override it.
@@ -70,7 +77,7 @@ pub struct PolicyLabels {
 
 /// Every metric of a sidecar.
 #[derive(Clone)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Reads served, by kind and verification.
     pub reads: Family<ReadLabels, Counter>,
     /// Read latency in seconds, by kind and verification.
@@ -87,6 +94,8 @@ pub struct Metrics {
     pub drain_refusals: Counter,
     /// Read streams opened, by verification.
     pub opens: Family<OpenLabels, Counter>,
+    /// OM calls passed on for the application, by answer.
+    pub om_calls: Family<OmCallLabels, Counter>,
     /// Pass-through connections.
     pub passthrough: Family<PassLabels, Counter>,
     /// Descriptors relayed to applications (block files and slot segments).
@@ -118,6 +127,7 @@ impl Default for Metrics {
             policy_denials: Counter::default(),
             drain_refusals: Counter::default(),
             opens: Family::default(),
+            om_calls: Family::default(),
             passthrough: Family::default(),
             passthrough_fds: Counter::default(),
             connections_refused: Family::default(),
@@ -132,7 +142,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Registers every metric under `ozone_sidecar`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("ozone_sidecar");
         r.register("reads", "Reads served", self.reads.clone());
         r.register("read_latency_seconds", "Read latency", self.latency.clone());
@@ -161,6 +171,11 @@ impl Metrics {
             "stream_opens",
             "Read streams opened, by whether they verify checksums",
             self.opens.clone(),
+        );
+        r.register(
+            "om_calls",
+            "Calls of the OM's service passed on for the application, by status code",
+            self.om_calls.clone(),
         );
         r.register(
             "passthrough_connections",
@@ -201,7 +216,7 @@ impl Metrics {
     }
 
     /// Shows `a`'s policy as the one in force.
-    pub fn set_policy(&self, a: &Active) {
+    pub(crate) fn set_policy(&self, a: &Active) {
         self.policy.clear();
         self.policy
             .get_or_create(&PolicyLabels {

@@ -12,7 +12,7 @@ use tokio::net::UnixStream;
 
 /// The process at the other end of a UNIX connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub uid: u32,
     /// As seen from the sidecar's pid namespace (0 when not visible there).
     pub pid: i32,
@@ -20,7 +20,7 @@ pub struct Peer {
 
 impl Peer {
     /// The peer of `s`, if the kernel says.
-    pub fn of(s: &UnixStream) -> Option<Peer> {
+    pub(crate) fn of(s: &UnixStream) -> Option<Peer> {
         s.peer_cred().ok().map(|c| Peer {
             uid: c.uid(),
             pid: c.pid().unwrap_or(0),
@@ -30,20 +30,20 @@ impl Peer {
 
 /// The uids allowed on a socket: `None` lets anyone in.
 #[derive(Debug, Clone, Default)]
-pub struct Gate {
+pub(crate) struct Gate {
     allowed: Option<Vec<u32>>,
 }
 
 impl Gate {
     /// A gate letting `allowed` in; an empty list lets anyone in.
-    pub fn new(allowed: Vec<u32>) -> Self {
+    pub(crate) fn new(allowed: Vec<u32>) -> Self {
         Self {
             allowed: (!allowed.is_empty()).then_some(allowed),
         }
     }
 
     /// The peer of `s` if it may use the socket, else why not.
-    pub fn admit(&self, s: &UnixStream) -> Result<Option<Peer>, String> {
+    pub(crate) fn admit(&self, s: &UnixStream) -> Result<Option<Peer>, String> {
         let peer = Peer::of(s);
         let Some(allowed) = &self.allowed else {
             return Ok(peer);
@@ -62,7 +62,7 @@ impl Gate {
 /// Who may connect to the sidecar: the application sockets (gRPC and data)
 /// and, for descriptor pass-through, the relays.
 #[derive(Debug, Clone, Default)]
-pub struct Access {
+pub(crate) struct Access {
     /// `ozone.sidecar.allowed.uids`.
     pub sidecar: Gate,
     /// Those of `ozone.sidecar.allowed.uids` that the datanode's
@@ -73,7 +73,7 @@ pub struct Access {
 impl Access {
     /// Access for `sidecar` uids, and on the relays for those of them that
     /// `datanode` allows (an empty list allows anyone).
-    pub fn new(sidecar: Vec<u32>, datanode: Vec<u32>) -> Self {
+    pub(crate) fn new(sidecar: Vec<u32>, datanode: Vec<u32>) -> Self {
         let sidecar = Gate::new(sidecar);
         let datanode = Gate::new(datanode);
         let relay = match (&sidecar.allowed, &datanode.allowed) {

@@ -23,7 +23,7 @@ use crate::state::State;
 
 /// Keeps relays for every `*.sock` in `dn_dir` under `app_dir`, rescanning
 /// every second, until `stop` turns true.
-pub async fn run(
+pub(crate) async fn run(
     dn_dir: PathBuf,
     app_dir: PathBuf,
     state: Arc<State>,

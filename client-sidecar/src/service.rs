@@ -1,6 +1,7 @@
-//! The app-facing gRPC service: keys opened, read, written and deleted on
-//! behalf of the application, under the workload policy in force when each
-//! stream was opened. The state behind it is in [`crate::state`].
+//! The app-facing gRPC service: keys opened, read and written on behalf of
+//! the application, under the workload policy in force when each stream was
+//! opened. The state behind it is in [`crate::state`]; the namespace calls
+//! are the OM's own service, passed on by [`crate::namespace`].
 
 use ozone_client::prelude::*;
 use std::sync::Arc;
@@ -25,26 +26,15 @@ fn key(k: Option<KeyRef>) -> Result<KeyRef, Status> {
     Ok(k)
 }
 
-/// A file-system path of a request.
-fn fs_path(p: Option<FsPath>) -> Result<FsPath, Status> {
-    let p = p.ok_or_else(|| Status::invalid_argument("no path given"))?;
-    if p.volume.is_empty() || p.bucket.is_empty() {
-        return Err(Status::invalid_argument(
-            "a path needs a volume and a bucket",
-        ));
-    }
-    Ok(p)
-}
-
 /// The gRPC service.
 #[derive(Clone)]
-pub struct SidecarService {
+pub(crate) struct SidecarService {
     state: Arc<State>,
 }
 
 impl SidecarService {
     /// A service over `state`.
-    pub fn new(state: Arc<State>) -> Self {
+    pub(crate) fn new(state: Arc<State>) -> Self {
         Self { state }
     }
 
@@ -68,41 +58,6 @@ impl SidecarService {
 
 #[tonic::async_trait]
 impl Sidecar for SidecarService {
-    async fn stat(
-        &self,
-        req: Request<SidecarStatRequest>,
-    ) -> Result<Response<SidecarStatResponse>, Status> {
-        let _g = self.state.enter()?;
-        let k = key(req.into_inner().key)?;
-        let info = self
-            .state
-            .active()
-            .client
-            .key_info(KeyPath::new(&k.volume, &k.bucket, &k.key))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(SidecarStatResponse { key: Some(info) }))
-    }
-
-    async fn list(
-        &self,
-        req: Request<SidecarListRequest>,
-    ) -> Result<Response<SidecarListResponse>, Status> {
-        let _g = self.state.enter()?;
-        let r = req.into_inner();
-        let mut keys = self
-            .state
-            .active()
-            .client
-            .list_keys(KeyPath::new(&r.volume, &r.bucket, &r.prefix))
-            .await
-            .map_err(status)?;
-        if r.limit > 0 {
-            keys.truncate(r.limit as usize);
-        }
-        Ok(Response::new(SidecarListResponse { keys }))
-    }
-
     async fn open(
         &self,
         req: Request<SidecarOpenRequest>,
@@ -285,114 +240,6 @@ impl Sidecar for SidecarService {
         Ok(Response::new(SidecarCommitResponse { key: Some(key) }))
     }
 
-    async fn delete(
-        &self,
-        req: Request<SidecarDeleteRequest>,
-    ) -> Result<Response<SidecarDeleteResponse>, Status> {
-        let _g = self.state.enter()?;
-        let k = key(req.into_inner().key)?;
-        self.state
-            .active()
-            .client
-            .delete_key(KeyPath::new(&k.volume, &k.bucket, &k.key))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(SidecarDeleteResponse {}))
-    }
-
-    async fn mkdirs(
-        &self,
-        req: Request<MkdirsRequest>,
-    ) -> Result<Response<MkdirsResponse>, Status> {
-        let _g = self.state.enter()?;
-        let p = fs_path(req.into_inner().path)?;
-        let client = self.state.active().client.clone();
-        let created = client
-            .mkdirs(KeyPath::new(&p.volume, &p.bucket, &p.path))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(MkdirsResponse { created }))
-    }
-
-    async fn get_file_status(
-        &self,
-        req: Request<GetFileStatusRequest>,
-    ) -> Result<Response<GetFileStatusResponse>, Status> {
-        let _g = self.state.enter()?;
-        let p = fs_path(req.into_inner().path)?;
-        let client = self.state.active().client.clone();
-        let status = client
-            .file_status(KeyPath::new(&p.volume, &p.bucket, &p.path))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(GetFileStatusResponse {
-            status: Some(status),
-        }))
-    }
-
-    async fn list_status(
-        &self,
-        req: Request<ListStatusRequest>,
-    ) -> Result<Response<ListStatusResponse>, Status> {
-        let _g = self.state.enter()?;
-        let r = req.into_inner();
-        let p = fs_path(r.path)?;
-        let client = self.state.active().client.clone();
-        let entries = client
-            .list_status(
-                KeyPath::new(&p.volume, &p.bucket, &p.path),
-                &r.start_after,
-                r.limit,
-            )
-            .await
-            .map_err(status)?;
-        Ok(Response::new(ListStatusResponse { entries }))
-    }
-
-    async fn rename(
-        &self,
-        req: Request<RenameRequest>,
-    ) -> Result<Response<RenameResponse>, Status> {
-        let _g = self.state.enter()?;
-        let r = req.into_inner();
-        let p = fs_path(r.from)?;
-        let client = self.state.active().client.clone();
-        let path = client
-            .rename(KeyPath::new(&p.volume, &p.bucket, &p.path), &r.to)
-            .await
-            .map_err(status)?;
-        Ok(Response::new(RenameResponse { path }))
-    }
-
-    async fn delete_path(
-        &self,
-        req: Request<DeletePathRequest>,
-    ) -> Result<Response<DeletePathResponse>, Status> {
-        let _g = self.state.enter()?;
-        let r = req.into_inner();
-        let p = fs_path(r.path)?;
-        let client = self.state.active().client.clone();
-        client
-            .delete_path(KeyPath::new(&p.volume, &p.bucket, &p.path), r.recursive)
-            .await
-            .map_err(status)?;
-        Ok(Response::new(DeletePathResponse {}))
-    }
-
-    async fn get_content_summary(
-        &self,
-        req: Request<ContentSummaryRequest>,
-    ) -> Result<Response<ContentSummary>, Status> {
-        let _g = self.state.enter()?;
-        let p = fs_path(req.into_inner().path)?;
-        let client = self.state.active().client.clone();
-        let sum = client
-            .content_summary(KeyPath::new(&p.volume, &p.bucket, &p.path))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(sum))
-    }
-
     async fn hsync(
         &self,
         req: Request<SidecarCommitRequest>,
@@ -409,37 +256,6 @@ impl Sidecar for SidecarService {
         Ok(Response::new(SidecarWriteResponse { written: w.size() }))
     }
 
-    async fn recover_lease(
-        &self,
-        req: Request<RecoverLeaseRequest>,
-    ) -> Result<Response<RecoverLeaseResponse>, Status> {
-        let _g = self.state.enter()?;
-        let p = fs_path(req.into_inner().path)?;
-        let client = self.state.active().client.clone();
-        let length = client
-            .recover_lease(KeyPath::new(&p.volume, &p.bucket, &p.path))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(RecoverLeaseResponse {
-            closed: true,
-            length,
-        }))
-    }
-
-    async fn is_file_closed(
-        &self,
-        req: Request<IsFileClosedRequest>,
-    ) -> Result<Response<IsFileClosedResponse>, Status> {
-        let _g = self.state.enter()?;
-        let p = fs_path(req.into_inner().path)?;
-        let client = self.state.active().client.clone();
-        let closed = client
-            .is_file_closed(KeyPath::new(&p.volume, &p.bucket, &p.path))
-            .await
-            .map_err(status)?;
-        Ok(Response::new(IsFileClosedResponse { closed }))
-    }
-
     async fn get_policy(
         &self,
         _req: Request<SidecarPolicyRequest>,
@@ -449,7 +265,7 @@ impl Sidecar for SidecarService {
 
     async fn file_checksum(
         &self,
-        req: Request<SidecarStatRequest>,
+        req: Request<SidecarChecksumRequest>,
     ) -> Result<Response<SidecarFileChecksum>, Status> {
         let _g = self.state.enter()?;
         let k = key(req.into_inner().key)?;
@@ -466,27 +282,6 @@ impl Sidecar for SidecarService {
             length: c.size,
             bytes_per_checksum: c.bytes_per_checksum,
         }))
-    }
-
-    async fn list_volumes(
-        &self,
-        _req: Request<ListVolumesRequest>,
-    ) -> Result<Response<ListVolumesResponse>, Status> {
-        let _g = self.state.enter()?;
-        let client = self.state.active().client.clone();
-        let volumes = client.list_volumes().await.map_err(status)?;
-        Ok(Response::new(ListVolumesResponse { volumes }))
-    }
-
-    async fn list_buckets(
-        &self,
-        req: Request<ListBucketsRequest>,
-    ) -> Result<Response<ListBucketsResponse>, Status> {
-        let _g = self.state.enter()?;
-        let volume = req.into_inner().volume;
-        let client = self.state.active().client.clone();
-        let buckets = client.list_buckets(&volume).await.map_err(status)?;
-        Ok(Response::new(ListBucketsResponse { buckets }))
     }
 }
 

@@ -18,7 +18,7 @@ use crate::metrics::{Metrics, PathLabels, ReadLabels};
 use crate::peer::{Access, Peer};
 
 /// Largest single read or write piece.
-pub const MAX_READ: u64 = 16 << 20;
+pub(crate) const MAX_READ: u64 = 16 << 20;
 /// Piece size of a streaming read.
 pub(crate) const STREAM_PIECE: u64 = 1 << 20;
 /// Open streams (read and write) per sidecar.
@@ -50,7 +50,7 @@ struct WriterSlot {
 
 /// Why a stream was closed by the sidecar rather than by its application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reaped {
+pub(crate) enum Reaped {
     /// The application's connection went away (it closed it, exited or died).
     Connection,
     /// Unused for longer than `ozone.sidecar.stream.idle.timeout`.
@@ -67,7 +67,7 @@ impl Reaped {
 }
 
 /// Shared state of a sidecar.
-pub struct State {
+pub(crate) struct State {
     active: RwLock<Arc<Active>>,
     /// Every policy generation still referenced (for counters).
     generations: Mutex<Vec<Weak<Active>>>,
@@ -88,7 +88,7 @@ pub struct State {
 }
 
 /// Counts a request in flight; refused while draining.
-pub struct InFlight(Arc<State>);
+pub(crate) struct InFlight(Arc<State>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -105,7 +105,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl State {
     /// State with `active` in force on node `node`, its sockets open to
     /// `access`.
-    pub fn new(active: Active, node: String, access: Access) -> Arc<Self> {
+    pub(crate) fn new(active: Active, node: String, access: Access) -> Arc<Self> {
         let metrics = Metrics::default();
         metrics.set_policy(&active);
         let active = Arc::new(active);
@@ -126,7 +126,7 @@ impl State {
     }
 
     /// The policy generation in force.
-    pub fn active(&self) -> Arc<Active> {
+    pub(crate) fn active(&self) -> Arc<Active> {
         self.active
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -134,7 +134,7 @@ impl State {
     }
 
     /// Puts a new policy in force for streams opened from now on.
-    pub fn replace(&self, a: Active) {
+    pub(crate) fn replace(&self, a: Active) {
         self.metrics.set_policy(&a);
         self.metrics.reloads.inc();
         let a = Arc::new(a);
@@ -143,28 +143,28 @@ impl State {
     }
 
     /// The policy in force, as served by `GetPolicy` and `/policy`.
-    pub fn policy(&self) -> SidecarPolicy {
+    pub(crate) fn policy(&self) -> SidecarPolicy {
         self.active().proto(&self.node)
     }
 
     /// Starts draining: new requests are refused from now on.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.draining.store(true, Ordering::Release);
     }
 
     /// Whether draining.
-    pub fn draining(&self) -> bool {
+    pub(crate) fn draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
 
     /// Requests in flight.
-    pub fn inflight(&self) -> usize {
+    pub(crate) fn inflight(&self) -> usize {
         self.inflight.load(Ordering::Acquire)
     }
 
     /// Admits one request that starts new work (open, create, stat, list,
     /// delete) unless draining.
-    pub fn enter(self: &Arc<Self>) -> Result<InFlight, Status> {
+    pub(crate) fn enter(self: &Arc<Self>) -> Result<InFlight, Status> {
         self.inflight.fetch_add(1, Ordering::AcqRel);
         let g = InFlight(self.clone());
         if self.draining() {
@@ -178,13 +178,13 @@ impl State {
 
     /// Admits a request on a stream already open (a read, a write, a
     /// commit): served while draining too, so that open streams finish.
-    pub fn enter_open(self: &Arc<Self>) -> InFlight {
+    pub(crate) fn enter_open(self: &Arc<Self>) -> InFlight {
         self.inflight.fetch_add(1, Ordering::AcqRel);
         InFlight(self.clone())
     }
 
     /// Read and write streams open (not yet closed or committed).
-    pub fn open_handles(&self) -> usize {
+    pub(crate) fn open_handles(&self) -> usize {
         lock(&self.streams).len() + lock(&self.writers).len()
     }
 
@@ -192,7 +192,7 @@ impl State {
     /// still in use (none, or no request for `idle`: a stream left open by
     /// an application that has gone, as a native sidecar sees at pod
     /// shutdown, is not waited for).
-    pub fn drained(&self, idle: Duration) -> bool {
+    pub(crate) fn drained(&self, idle: Duration) -> bool {
         if self.inflight() > 0 {
             return false;
         }
@@ -201,7 +201,7 @@ impl State {
     }
 
     /// Moves the clients' read counters into the metrics.
-    pub fn export_stats(&self) {
+    pub(crate) fn export_stats(&self) {
         let live: Vec<Arc<Active>> = {
             let mut g = lock(&self.generations);
             g.retain(|w| w.strong_count() > 0);
@@ -409,7 +409,7 @@ impl State {
     }
 
     /// Connection `c` ended: closes every stream it opened. Returns how many.
-    pub fn connection_closed(&self, c: ConnId) -> usize {
+    pub(crate) fn connection_closed(&self, c: ConnId) -> usize {
         let Some(handles) = lock(&self.owned).remove(&c) else {
             return 0;
         };
@@ -426,7 +426,7 @@ impl State {
     }
 
     /// Closes streams unused for `idle` or longer. Returns how many.
-    pub fn reap_idle(&self, idle: Duration) -> usize {
+    pub(crate) fn reap_idle(&self, idle: Duration) -> usize {
         let now = self.now_ms();
         let limit = idle.as_millis() as u64;
         let old = |used: &AtomicU64| now.saturating_sub(used.load(Ordering::Relaxed)) >= limit;
@@ -452,7 +452,7 @@ impl State {
     /// Reads `length` bytes (fewer at the end of the key) at `offset` of
     /// stream `handle` into `buf` (resized; reused across calls), verified
     /// when `verified` or the stream says so.
-    pub async fn read_into(
+    pub(crate) async fn read_into(
         self: &Arc<Self>,
         handle: u64,
         caller: Option<Peer>,

@@ -5,6 +5,11 @@
 //! them (the CLI, the benchmark, the sidecar itself) is written once.
 //! Every call names its key with one [`KeyPath`].
 //!
+//! The namespace calls (lookups, listings, deletes, directories, renames)
+//! are provided here once, on the client's [`Om`]: the OM's own service,
+//! reached directly or through the sidecar. A client implements only
+//! opening, creating and checksumming keys.
+//!
 //! [`Client`]: crate::Client
 //! [`SidecarClient`]: crate::SidecarClient
 
@@ -14,7 +19,7 @@ use ozone_common::names::KeyPath;
 use ozone_proto::{ContentSummary, FileStatus, KeyInfo};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::{FileChecksum, Result};
+use crate::{FileChecksum, Om, Result};
 
 /// Key operations of a client.
 pub trait KeyAccess: Send + Sync {
@@ -22,6 +27,9 @@ pub trait KeyAccess: Send + Sync {
     type Reader: KeyRead;
     /// A key being written.
     type Writer: KeyWrite;
+
+    /// The OM's service the namespace calls go to.
+    fn om(&self) -> &Om;
 
     /// Opens a key for reading under the client's verify-checksum setting.
     fn open_key(&self, path: KeyPath<'_>) -> impl Future<Output = Result<Self::Reader>> + Send {
@@ -49,32 +57,30 @@ pub trait KeyAccess: Send + Sync {
     }
 
     /// A committed key's metadata, with its block locations.
-    fn key_info(&self, path: KeyPath<'_>) -> impl Future<Output = Result<KeyInfo>> + Send;
+    fn key_info(&self, path: KeyPath<'_>) -> impl Future<Output = Result<KeyInfo>> + Send {
+        self.om().lookup(path)
+    }
 
     /// The keys of `prefix`'s bucket whose names start with `prefix.key`.
-    fn list_keys(&self, prefix: KeyPath<'_>) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send;
+    fn list_keys(&self, prefix: KeyPath<'_>) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send {
+        self.om().list_keys(prefix, "", 0)
+    }
 
     /// At most `limit` (0: all) of those keys whose names sort after
-    /// `start_after`. The direct client asks the OM for just that page;
-    /// by default the whole listing is filtered.
+    /// `start_after`, asked of the OM page by page.
     fn list_keys_after(
         &self,
         prefix: KeyPath<'_>,
         start_after: &str,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<KeyInfo>>> + Send {
-        async move {
-            let mut keys = self.list_keys(prefix).await?;
-            keys.retain(|k| k.name.as_str() > start_after);
-            if limit > 0 {
-                keys.truncate(limit as usize);
-            }
-            Ok(keys)
-        }
+        self.om().list_keys(prefix, start_after, limit)
     }
 
     /// Deletes a key.
-    fn delete_key(&self, path: KeyPath<'_>) -> impl Future<Output = Result<()>> + Send;
+    fn delete_key(&self, path: KeyPath<'_>) -> impl Future<Output = Result<()>> + Send {
+        self.om().delete_key(path)
+    }
 
     /// A key's composite CRC, from block metadata only (the same for any
     /// bytes-per-checksum the key was written with).
@@ -86,7 +92,9 @@ pub trait KeyAccess: Send + Sync {
 pub trait FsAccess: KeyAccess {
     /// Makes directory `path` and its missing parents; whether it was made
     /// (false: it existed).
-    fn mkdirs(&self, path: KeyPath<'_>) -> impl Future<Output = Result<bool>> + Send;
+    fn mkdirs(&self, path: KeyPath<'_>) -> impl Future<Output = Result<bool>> + Send {
+        self.om().mkdirs(path)
+    }
 
     /// Creates file `path` for writing, making missing parent directories.
     /// With `overwrite` false an existing file is
@@ -110,7 +118,9 @@ pub trait FsAccess: KeyAccess {
     }
 
     /// The status of `path`.
-    fn file_status(&self, path: KeyPath<'_>) -> impl Future<Output = Result<FileStatus>> + Send;
+    fn file_status(&self, path: KeyPath<'_>) -> impl Future<Output = Result<FileStatus>> + Send {
+        self.om().file_status(path)
+    }
 
     /// One page of directory `path`: entries named after `start_after`, at
     /// most `limit` (0: the OM's default), by name.
@@ -119,7 +129,9 @@ pub trait FsAccess: KeyAccess {
         path: KeyPath<'_>,
         start_after: &str,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<FileStatus>>> + Send;
+    ) -> impl Future<Output = Result<Vec<FileStatus>>> + Send {
+        self.om().list_status(path, start_after, limit)
+    }
 
     /// Every entry of directory `path`, page by page.
     fn list_status_all(
@@ -147,7 +159,9 @@ pub trait FsAccess: KeyAccess {
     /// Renames `from` to `to` (a path in the same bucket) atomically: a
     /// directory with everything under it, in O(1); an existing directory
     /// `to` receives `from` under its own name. Returns the new path.
-    fn rename(&self, from: KeyPath<'_>, to: &str) -> impl Future<Output = Result<String>> + Send;
+    fn rename(&self, from: KeyPath<'_>, to: &str) -> impl Future<Output = Result<String>> + Send {
+        self.om().rename(from, to)
+    }
 
     /// Deletes a file or an empty directory, or with `recursive` a
     /// directory and everything under it.
@@ -155,34 +169,56 @@ pub trait FsAccess: KeyAccess {
         &self,
         path: KeyPath<'_>,
         recursive: bool,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.om().delete_path(path, recursive)
+    }
 
     /// Bytes, files and directories under `path`.
     fn content_summary(
         &self,
         path: KeyPath<'_>,
-    ) -> impl Future<Output = Result<ContentSummary>> + Send;
+    ) -> impl Future<Output = Result<ContentSummary>> + Send {
+        self.om().content_summary(path)
+    }
 
     /// Closes the file at `path` if its writer is gone, at its last synced
     /// length (HBase's WAL recovery); returns the length. The file is
     /// closed when this returns; the old writer's later calls fail.
-    fn recover_lease(&self, path: KeyPath<'_>) -> impl Future<Output = Result<u64>> + Send;
+    fn recover_lease(&self, path: KeyPath<'_>) -> impl Future<Output = Result<u64>> + Send {
+        async move { Ok(self.om().recover_lease(path).await?.length) }
+    }
 
     /// Whether the file at `path` is closed (not being written).
-    fn is_file_closed(&self, path: KeyPath<'_>) -> impl Future<Output = Result<bool>> + Send;
+    fn is_file_closed(&self, path: KeyPath<'_>) -> impl Future<Output = Result<bool>> + Send {
+        self.om().is_file_closed(path)
+    }
 
     /// Every volume (`ozone fs -ls /`).
-    fn volumes(&self) -> impl Future<Output = Result<Vec<ozone_proto::VolumeInfo>>> + Send;
+    fn volumes(&self) -> impl Future<Output = Result<Vec<ozone_proto::VolumeInfo>>> + Send {
+        self.om().list_volumes()
+    }
 
     /// Capacity and use of the datanodes in service, in bytes (`ozone fs
     /// -df`).
-    fn capacity(&self) -> impl Future<Output = Result<(u64, u64)>> + Send;
+    fn capacity(&self) -> impl Future<Output = Result<(u64, u64)>> + Send {
+        async move {
+            use ozone_proto::{NodeState, OperationalState};
+            let nodes = self.om().list_datanodes().await?;
+            let live = nodes.into_iter().filter(|d| {
+                d.state == NodeState::Healthy as i32
+                    && d.operational_state == OperationalState::InService as i32
+            });
+            Ok(live.fold((0, 0), |(c, u), d| (c + d.capacity, u + d.used)))
+        }
+    }
 
     /// The buckets of `volume` (`ozone fs -ls /VOLUME`).
     fn buckets(
         &self,
         volume: &str,
-    ) -> impl Future<Output = Result<Vec<ozone_proto::BucketInfo>>> + Send;
+    ) -> impl Future<Output = Result<Vec<ozone_proto::BucketInfo>>> + Send {
+        self.om().list_buckets(volume)
+    }
 }
 
 /// Reads of an open key.

@@ -9,10 +9,10 @@ use ozone_common::block_key::BlockKey;
 use ozone_common::names::KeyPath;
 use ozone_proto::*;
 
-use crate::api::KeyAccess;
+use crate::api::{FsAccess, KeyAccess};
 use crate::om::om_call;
 use crate::stats::{ReadStats, ReadStatsSnapshot};
-use crate::{ClientConfig, ClientError, FileChecksum, KeyReader, KeyWriter, Result};
+use crate::{ClientConfig, ClientError, FileChecksum, KeyReader, KeyWriter, Om, Result};
 use crate::{file_checksum, om, pool, shortcircuit};
 
 pub(crate) struct ClientInner {
@@ -34,17 +34,6 @@ impl ClientInner {
             .max_message_size
             .saturating_sub(1 << 20)
             .clamp(64 << 10, 16 << 20)
-    }
-
-    pub(crate) async fn lookup(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
-        let req = LookupKeyRequest {
-            volume: path.volume.into(),
-            bucket: path.bucket.into(),
-            name: path.key.into(),
-        };
-        let r = om_call!(self.om, lookup_key, req)?;
-        r.key
-            .ok_or_else(|| ClientError::NotFound(format!("key {path}")))
     }
 
     /// Tells the OM that `dn`'s replica of `block` failed its checksums
@@ -224,12 +213,6 @@ impl Client {
         om_call!(self.inner.om, who_am_i, WhoAmIRequest {})
     }
 
-    /// Lists volumes.
-    pub async fn list_volumes(&self) -> Result<Vec<VolumeInfo>> {
-        let r = om_call!(self.inner.om, list_volumes, ListVolumesRequest {})?;
-        Ok(r.volumes)
-    }
-
     /// Creates a bucket in a volume.
     pub async fn create_bucket(&self, volume: &str, name: &str) -> Result<BucketInfo> {
         self.create_bucket_with_layout(volume, name, BucketLayout::ObjectStore)
@@ -253,15 +236,6 @@ impl Client {
         };
         let r = om_call!(self.inner.om, create_bucket, req)?;
         Ok(r.bucket.unwrap_or_default())
-    }
-
-    /// Lists the buckets of a volume.
-    pub async fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
-        let req = ListBucketsRequest {
-            volume: volume.into(),
-        };
-        let r = om_call!(self.inner.om, list_buckets, req)?;
-        Ok(r.buckets)
     }
 
     /// A volume with its quotas and use.
@@ -334,30 +308,6 @@ impl Client {
         Ok(())
     }
 
-    /// One page of keys starting with `prefix.key`, after `start_after`
-    /// (file-system buckets: files by full path).
-    pub async fn list_keys_page(
-        &self,
-        prefix: KeyPath<'_>,
-        start_after: &str,
-        limit: u32,
-    ) -> Result<Vec<KeyInfo>> {
-        let req = ListKeysRequest {
-            volume: prefix.volume.into(),
-            bucket: prefix.bucket.into(),
-            prefix: prefix.key.into(),
-            start_after: start_after.into(),
-            limit,
-        };
-        Ok(om_call!(self.inner.om, list_keys, req)?.keys)
-    }
-
-    /// Datanodes known to the OM.
-    pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
-        let r = om_call!(self.inner.om, list_datanodes, ListDatanodesRequest {})?;
-        Ok(r.datanodes)
-    }
-
     /// Sets the operational state of the datanode known as `datanode` (id,
     /// address, host or pod name): DECOMMISSIONING, IN_MAINTENANCE or
     /// IN_SERVICE. Returns its details after the change.
@@ -414,8 +364,12 @@ impl KeyAccess for Client {
     type Reader = KeyReader;
     type Writer = KeyWriter;
 
+    fn om(&self) -> &Om {
+        &self.inner.om
+    }
+
     async fn open_key_with(&self, path: KeyPath<'_>, verify: Option<bool>) -> Result<KeyReader> {
-        let key = self.inner.lookup(path).await?;
+        let key = self.inner.om.lookup(path).await?;
         if let Some(sc) = &self.inner.sc {
             sc.discover().await;
         }
@@ -426,71 +380,15 @@ impl KeyAccess for Client {
         KeyWriter::open(self.inner.clone(), path, false).await
     }
 
-    async fn key_info(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
-        self.inner.lookup(path).await
-    }
-
-    /// All pages.
-    async fn list_keys(&self, prefix: KeyPath<'_>) -> Result<Vec<KeyInfo>> {
-        let mut out: Vec<KeyInfo> = Vec::new();
-        loop {
-            let req = ListKeysRequest {
-                volume: prefix.volume.into(),
-                bucket: prefix.bucket.into(),
-                prefix: prefix.key.into(),
-                start_after: out.last().map(|k| k.name.clone()).unwrap_or_default(),
-                limit: 1000,
-            };
-            let r = om_call!(self.inner.om, list_keys, req)?;
-            let n = r.keys.len();
-            out.extend(r.keys);
-            if n < 1000 {
-                return Ok(out);
-            }
-        }
-    }
-
-    async fn list_keys_after(
-        &self,
-        prefix: KeyPath<'_>,
-        start_after: &str,
-        limit: u32,
-    ) -> Result<Vec<KeyInfo>> {
-        if limit == 0 {
-            let mut keys = self.list_keys(prefix).await?;
-            keys.retain(|k| k.name.as_str() > start_after);
-            return Ok(keys);
-        }
-        // The OM caps a page at 10,000 keys.
-        let mut out: Vec<KeyInfo> = Vec::new();
-        while out.len() < limit as usize {
-            let after = out
-                .last()
-                .map_or(start_after, |k| k.name.as_str())
-                .to_string();
-            let want = limit - out.len() as u32;
-            let page = self.list_keys_page(prefix, &after, want).await?;
-            let done = page.len() < want as usize;
-            out.extend(page);
-            if done {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn delete_key(&self, path: KeyPath<'_>) -> Result<()> {
-        let req = DeleteKeyRequest {
-            volume: path.volume.into(),
-            bucket: path.bucket.into(),
-            name: path.key.into(),
-        };
-        om_call!(self.inner.om, delete_key, req)?;
-        Ok(())
-    }
-
     async fn key_checksum(&self, path: KeyPath<'_>) -> Result<FileChecksum> {
-        let key = self.inner.lookup(path).await?;
+        let key = self.inner.om.lookup(path).await?;
         file_checksum::compute(&self.inner, &key).await
+    }
+}
+
+impl FsAccess for Client {
+    async fn create_file(&self, path: KeyPath<'_>, overwrite: bool) -> Result<KeyWriter> {
+        let path = path.with_key(path.key.trim_start_matches('/'));
+        KeyWriter::open(self.inner.clone(), path, !overwrite).await
     }
 }

@@ -1,4 +1,7 @@
-//! Calls to the OM, retried while it is unavailable (e.g. restarting).
+//! Calls to the OM, retried while it is unavailable (e.g. restarting):
+//! made directly, or through a co-located sidecar that serves the OM's own
+//! service and passes it on (see [`Om::forward`]). Either way a call is made
+//! and retried here, once.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,6 +36,10 @@ pub(crate) use om_call;
 #[derive(Clone)]
 pub struct Om {
     client: OzoneManagerClient<Channel>,
+    /// The channel `client` calls on (for [`Om::forward`]).
+    channel: Channel,
+    max_message_size: usize,
+    /// What the errors name: the OM's address, or the sidecar's socket.
     address: String,
     retry_for: Duration,
     connect_attempts: u32,
@@ -45,7 +52,7 @@ pub struct Om {
 
 /// Whether an OM error may go away by retrying (the OM answers a placement
 /// it cannot make with RESOURCE_EXHAUSTED, which is not).
-pub fn transient(s: &tonic::Status) -> bool {
+pub(crate) fn transient(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
@@ -54,7 +61,7 @@ pub fn transient(s: &tonic::Status) -> bool {
 
 /// The innermost cause of a failed connection (refused, unknown host,
 /// timed out), or `None` when the call reached a server.
-pub fn connect_failure(s: &tonic::Status) -> Option<String> {
+pub(crate) fn connect_failure(s: &tonic::Status) -> Option<String> {
     if s.code() != tonic::Code::Unavailable {
         return None;
     }
@@ -85,16 +92,58 @@ impl Om {
             Some(f) => Credentials::token_file(f.clone()),
             None => Credentials::None,
         };
-        Ok(Self {
-            client: OzoneManagerClient::new(creds.wrap(ch))
+        Ok(Self::on(creds.wrap(ch), address.to_string(), config))
+    }
+
+    /// The OM's service as a sidecar serves it on `channel` (the sidecar
+    /// adds the workload's credentials); `address` names the sidecar in
+    /// errors. Retried by the rule of [`Om::call_raw`], as a direct call is.
+    pub fn through_sidecar(
+        channel: tonic::transport::Channel,
+        address: String,
+        config: &ClientConfig,
+    ) -> Self {
+        Self::on(Credentials::None.wrap(channel), address, config)
+    }
+
+    fn on(channel: Channel, address: String, config: &ClientConfig) -> Self {
+        Self {
+            client: OzoneManagerClient::new(channel.clone())
                 .max_decoding_message_size(config.max_message_size)
                 .max_encoding_message_size(config.max_message_size),
-            address: address.to_string(),
+            channel,
+            max_message_size: config.max_message_size,
+            address,
             retry_for: config.om_retry_timeout,
             connect_attempts: config.om_connect_attempts.max(1),
             connect_wait: config.om_connect_wait,
             reached: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Calls OM method `path` (`/ozone.OzoneManager/<Method>`) with an
+    /// encoded request and returns the encoded answer, retried as every
+    /// call is: how a sidecar passes an application's call on.
+    pub async fn forward(
+        &self,
+        path: tonic::codegen::http::uri::PathAndQuery,
+        request: bytes::Bytes,
+    ) -> std::result::Result<bytes::Bytes, tonic::Status> {
+        self.retry(|| {
+            let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+                .max_decoding_message_size(self.max_message_size)
+                .max_encoding_message_size(self.max_message_size);
+            let (path, request) = (path.clone(), request.clone());
+            async move {
+                grpc.ready()
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(format!("OM channel: {e}")))?;
+                grpc.unary(tonic::Request::new(request), path, RawCodec)
+                    .await
+            }
         })
+        .await
+        .0
     }
 
     /// Runs `f` against the OM, retrying transient failures with backoff.
@@ -111,13 +160,22 @@ impl Om {
         F: FnMut(OzoneManagerClient<Channel>) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
+        self.retry(|| f(self.client.clone())).await
+    }
+
+    /// The retry rule of [`Om::call_raw`], over attempts made by `f`.
+    async fn retry<T, F, Fut>(&self, mut f: F) -> (std::result::Result<T, tonic::Status>, bool)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
         let start = Instant::now();
         let mut delay = Duration::from_millis(50);
         let mut retried = false;
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let s = match f(self.client.clone()).await {
+            let s = match f().await {
                 Ok(r) => {
                     self.reached.store(true, Ordering::Relaxed);
                     return (Ok(r.into_inner()), retried);
@@ -202,5 +260,51 @@ impl Om {
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
         self.call_raw(f).await.0.map_err(ClientError::from)
+    }
+}
+
+/// A gRPC codec of encoded messages: what the sidecar passes on unread.
+#[derive(Clone, Copy, Default)]
+pub struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = bytes::Bytes;
+    type Decode = bytes::Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: bytes::Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> std::result::Result<(), tonic::Status> {
+        bytes::BufMut::put(dst, item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> std::result::Result<Option<bytes::Bytes>, tonic::Status> {
+        use bytes::Buf;
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }

@@ -13,7 +13,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::error::{ClientError, Result};
 
 /// Channels keyed by datanode id (replaced when its address changes).
-pub struct Pool {
+pub(crate) struct Pool {
     channels: Mutex<HashMap<String, (String, Channel)>>,
     max_message_size: usize,
     tls: Option<Tls>,
@@ -21,7 +21,7 @@ pub struct Pool {
 
 impl Pool {
     /// An empty pool whose channels speak TLS when `tls` is set.
-    pub fn new(max_message_size: usize, tls: Option<Tls>) -> Self {
+    pub(crate) fn new(max_message_size: usize, tls: Option<Tls>) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
             max_message_size,
@@ -30,7 +30,7 @@ impl Pool {
     }
 
     /// A gRPC client for `dn`, reusing its channel.
-    pub fn get(&self, dn: &DatanodeDetails) -> Result<DatanodeClient<Channel>> {
+    pub(crate) fn get(&self, dn: &DatanodeDetails) -> Result<DatanodeClient<Channel>> {
         let mut map = self.channels.lock().expect("lock");
         let ch = match map.get(&dn.id) {
             Some((addr, ch)) if *addr == dn.address => ch.clone(),
@@ -63,7 +63,7 @@ impl Pool {
     }
 
     /// Number of datanodes with an open channel.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.channels.lock().expect("lock").len()
     }
 }

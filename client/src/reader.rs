@@ -103,6 +103,7 @@ impl KeyReader {
         let [volume, bucket, key] = &*self.path;
         let info = self
             .inner
+            .om
             .lookup(KeyPath {
                 volume,
                 bucket,

@@ -15,8 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::api::{FsAccess, KeyAccess, KeyRead, KeyWrite};
-use crate::fs::fs_path;
-use crate::{ClientError, FileChecksum, Result};
+use crate::{ClientConfig, ClientError, FileChecksum, Om, Result};
 use ozone_common::names::KeyPath;
 
 /// Largest piece asked for in one read call.
@@ -26,11 +25,13 @@ const MAX_PIECE: usize = 4 << 20;
 #[derive(Clone)]
 pub struct SidecarClient {
     rpc: Rpc<Channel>,
+    /// The OM's service on the same connection.
+    om: Om,
     data: Option<Arc<DataPool>>,
 }
 
 /// Idle connections to a sidecar's data socket (positional reads without
-/// HTTP/2; see `ozone_sidecar::data`).
+/// HTTP/2; see the sidecar crate's `data` module).
 struct DataPool {
     path: PathBuf,
     idle: Mutex<Vec<tokio::net::UnixStream>>,
@@ -170,7 +171,10 @@ impl SidecarClient {
                     Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
                 }
             }));
-        let mut c = Self::from_channel(ch);
+        let mut c = Self::from_channel(
+            ch,
+            format!("{} (the sidecar's socket)", path_for_data.display()),
+        );
         c.data = Some(Arc::new(DataPool {
             path: path_for_data.with_extension("data"),
             idle: Mutex::new(Vec::new()),
@@ -186,12 +190,15 @@ impl SidecarClient {
             .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
             .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
             .connect_lazy();
-        Ok(Self::from_channel(ch))
+        Ok(Self::from_channel(ch, format!("{addr} (a sidecar's port)")))
     }
 
-    fn from_channel(ch: Channel) -> Self {
+    /// `address` names the sidecar in errors.
+    fn from_channel(ch: Channel, address: String) -> Self {
+        let config = ClientConfig::new(&address);
         Self {
             data: None,
+            om: Om::through_sidecar(ch.clone(), address, &config),
             rpc: Rpc::new(ch)
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
@@ -212,6 +219,11 @@ impl SidecarClient {
 impl KeyAccess for SidecarClient {
     type Reader = SidecarReader;
     type Writer = SidecarWriter;
+
+    /// The OM's service as the sidecar passes it on.
+    fn om(&self) -> &Om {
+        &self.om
+    }
 
     /// Refused by the sidecar when the workload policy forbids overrides
     /// and `verify` differs from it.
@@ -243,46 +255,12 @@ impl KeyAccess for SidecarClient {
         self.create_file(path, true).await
     }
 
-    async fn key_info(&self, path: KeyPath<'_>) -> Result<KeyInfo> {
-        let r = self
-            .rpc
-            .clone()
-            .stat(SidecarStatRequest { key: key_ref(path) })
-            .await?
-            .into_inner();
-        r.key
-            .ok_or_else(|| ClientError::NotFound(format!("key {path}")))
-    }
-
-    async fn list_keys(&self, prefix: KeyPath<'_>) -> Result<Vec<KeyInfo>> {
-        Ok(self
-            .rpc
-            .clone()
-            .list(SidecarListRequest {
-                volume: prefix.volume.into(),
-                bucket: prefix.bucket.into(),
-                prefix: prefix.key.into(),
-                limit: 0,
-            })
-            .await?
-            .into_inner()
-            .keys)
-    }
-
-    async fn delete_key(&self, path: KeyPath<'_>) -> Result<()> {
-        self.rpc
-            .clone()
-            .delete(SidecarDeleteRequest { key: key_ref(path) })
-            .await?;
-        Ok(())
-    }
-
     /// Computed by the sidecar from block metadata.
     async fn key_checksum(&self, path: KeyPath<'_>) -> Result<FileChecksum> {
         let r = self
             .rpc
             .clone()
-            .file_checksum(SidecarStatRequest { key: key_ref(path) })
+            .file_checksum(SidecarChecksumRequest { key: key_ref(path) })
             .await?
             .into_inner();
         Ok(FileChecksum {
@@ -296,13 +274,6 @@ impl KeyAccess for SidecarClient {
 }
 
 impl FsAccess for SidecarClient {
-    async fn mkdirs(&self, path: KeyPath<'_>) -> Result<bool> {
-        let req = MkdirsRequest {
-            path: fs_path(path),
-        };
-        Ok(self.rpc.clone().mkdirs(req).await?.into_inner().created)
-    }
-
     async fn create_file(&self, path: KeyPath<'_>, overwrite: bool) -> Result<SidecarWriter> {
         let r = self
             .rpc
@@ -318,113 +289,6 @@ impl FsAccess for SidecarClient {
             handle: r.handle,
             written: 0,
         })
-    }
-
-    async fn file_status(&self, path: KeyPath<'_>) -> Result<FileStatus> {
-        let req = GetFileStatusRequest {
-            path: fs_path(path),
-        };
-        let r = self.rpc.clone().get_file_status(req).await?.into_inner();
-        Ok(r.status.unwrap_or_default())
-    }
-
-    async fn list_status(
-        &self,
-        path: KeyPath<'_>,
-        start_after: &str,
-        limit: u32,
-    ) -> Result<Vec<FileStatus>> {
-        let req = ListStatusRequest {
-            path: fs_path(path),
-            start_after: start_after.into(),
-            limit,
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .list_status(req)
-            .await?
-            .into_inner()
-            .entries)
-    }
-
-    async fn rename(&self, from: KeyPath<'_>, to: &str) -> Result<String> {
-        let req = RenameRequest {
-            from: fs_path(from),
-            to: to.into(),
-        };
-        Ok(self.rpc.clone().rename(req).await?.into_inner().path)
-    }
-
-    async fn delete_path(&self, path: KeyPath<'_>, recursive: bool) -> Result<()> {
-        let req = DeletePathRequest {
-            path: fs_path(path),
-            recursive,
-        };
-        self.rpc.clone().delete_path(req).await?;
-        Ok(())
-    }
-
-    async fn capacity(&self) -> Result<(u64, u64)> {
-        Err(ClientError::Precondition(
-            "the datanodes' capacity is the cluster's: ask the OM (drop --sidecar)".into(),
-        ))
-    }
-
-    async fn volumes(&self) -> Result<Vec<VolumeInfo>> {
-        let r = self.rpc.clone().list_volumes(ListVolumesRequest {}).await?;
-        Ok(r.into_inner().volumes)
-    }
-
-    async fn buckets(&self, volume: &str) -> Result<Vec<BucketInfo>> {
-        let req = ListBucketsRequest {
-            volume: volume.into(),
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .list_buckets(req)
-            .await?
-            .into_inner()
-            .buckets)
-    }
-
-    async fn content_summary(&self, path: KeyPath<'_>) -> Result<ContentSummary> {
-        let req = ContentSummaryRequest {
-            path: fs_path(path),
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .get_content_summary(req)
-            .await?
-            .into_inner())
-    }
-
-    async fn recover_lease(&self, path: KeyPath<'_>) -> Result<u64> {
-        let req = RecoverLeaseRequest {
-            path: fs_path(path),
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .recover_lease(req)
-            .await?
-            .into_inner()
-            .length)
-    }
-
-    async fn is_file_closed(&self, path: KeyPath<'_>) -> Result<bool> {
-        let req = IsFileClosedRequest {
-            path: fs_path(path),
-        };
-        Ok(self
-            .rpc
-            .clone()
-            .is_file_closed(req)
-            .await?
-            .into_inner()
-            .closed)
     }
 }
 

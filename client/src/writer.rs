@@ -486,7 +486,7 @@ impl KeyWrite for KeyWriter {
                 .ok_or_else(|| ClientError::Unavailable("OM returned no key".into())),
             Err(s) if retried && s.code() == tonic::Code::NotFound => {
                 // An earlier attempt may have committed before its reply was lost.
-                let key = self.inner.lookup(self.key_path()).await?;
+                let key = self.inner.om.lookup(self.key_path()).await?;
                 let ids: Vec<_> = key.blocks.iter().map(|b| b.block).collect();
                 let mine: Vec<_> = self.done.iter().map(|b| b.block).collect();
                 if ids == mine && key.size == self.size {

@@ -198,6 +198,13 @@ pub struct KeyPath<'a> {
     pub key: &'a str,
 }
 
+impl<'a> From<&'a ozone_proto::FsPath> for KeyPath<'a> {
+    /// The path of a file-system request.
+    fn from(p: &'a ozone_proto::FsPath) -> Self {
+        Self::new(&p.volume, &p.bucket, &p.path)
+    }
+}
+
 impl<'a> KeyPath<'a> {
     /// The path of `key` in `/volume/bucket` (not checked: the OM checks
     /// names on every call).

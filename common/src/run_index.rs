@@ -181,7 +181,7 @@ impl RunIndex {
 #[cfg(target_arch = "x86_64")]
 mod hw {
     /// Whether this CPU has PCLMULQDQ and SSE4.2 (checked once).
-    pub fn available() -> bool {
+    pub(super) fn available() -> bool {
         static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *HAS.get_or_init(|| {
             std::arch::is_x86_feature_detected!("pclmulqdq")
@@ -199,7 +199,7 @@ mod hw {
     /// # Safety
     /// The CPU must have PCLMULQDQ and SSE4.2 ([`available`]).
     #[target_feature(enable = "pclmulqdq,sse4.2")]
-    pub unsafe fn mul(op: u32, c: u32) -> u32 {
+    pub(super) unsafe fn mul(op: u32, c: u32) -> u32 {
         use std::arch::x86_64::{
             _mm_clmulepi64_si128, _mm_crc32_u64, _mm_cvtsi64_si128, _mm_cvtsi128_si64,
         };

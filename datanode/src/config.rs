@@ -88,7 +88,7 @@ impl DatanodeConfig {
 }
 
 /// Short-circuit settings from `conf` (`None` without a socket path).
-pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, ConfigError> {
+pub(crate) fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, ConfigError> {
     let Some(dir) = conf.opt(&keys::DOMAIN_SOCKET_PATH)? else {
         return Ok(None);
     };
@@ -112,7 +112,7 @@ pub fn short_circuit_config(conf: &Conf) -> Result<Option<ShortCircuitConfig>, C
 }
 
 /// The host name, the node name when none is given.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

@@ -8,21 +8,21 @@ use prometheus_client::registry::Registry;
 
 /// Label of per-operation counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpLabel {
+pub(crate) struct OpLabel {
     /// gRPC method name.
     pub op: &'static str,
 }
 
 /// Label of refusal counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
+pub(crate) struct ReasonLabel {
     /// Why.
     pub reason: &'static str,
 }
 
 /// Datanode counters and gauges.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Requests by operation.
     pub ops: Family<OpLabel, Counter>,
     /// Failed requests by operation.
@@ -68,7 +68,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Registers every metric under the `ozone_datanode` prefix.
-    pub fn register(&self, reg: &mut Registry) {
+    pub(crate) fn register(&self, reg: &mut Registry) {
         let r = reg.sub_registry_with_prefix("ozone_datanode");
         r.register("ops", "Requests by operation", self.ops.clone());
         r.register(

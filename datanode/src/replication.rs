@@ -34,14 +34,14 @@ pub struct ReplicationConfig {
 
 /// A shared byte rate: each caller waits for its turn.
 #[derive(Debug)]
-pub struct Throttle {
+pub(crate) struct Throttle {
     rate: u64,
     next: Mutex<Instant>,
 }
 
 impl Throttle {
     /// At most `rate` bytes per second (0: no limit).
-    pub fn new(rate: u64) -> Self {
+    pub(crate) fn new(rate: u64) -> Self {
         Self {
             rate,
             next: Mutex::new(Instant::now()),
@@ -49,7 +49,7 @@ impl Throttle {
     }
 
     /// Waits until `n` more bytes fit the rate.
-    pub async fn take(&self, n: u64) {
+    pub(crate) async fn take(&self, n: u64) {
         if self.rate == 0 {
             return;
         }
@@ -67,7 +67,7 @@ impl Throttle {
 }
 
 /// The datanode's copier.
-pub struct Replicator {
+pub(crate) struct Replicator {
     store: Arc<BlockStore>,
     metrics: Arc<Metrics>,
     streams: Semaphore,
@@ -84,7 +84,7 @@ const PIECE: u64 = 4 << 20;
 impl Replicator {
     /// A copier into `store`; reads of at most `max_read` bytes per call,
     /// over TLS when `tls` is set.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<BlockStore>,
         metrics: Arc<Metrics>,
         cfg: ReplicationConfig,
@@ -107,7 +107,7 @@ impl Replicator {
     /// returns the bytes copied and the source (0 and "" when the replica
     /// here was healthy already). A copy of the same block already running
     /// is refused with ALREADY_EXISTS.
-    pub async fn replicate(
+    pub(crate) async fn replicate(
         self: &Arc<Self>,
         req: ReplicateBlockRequest,
     ) -> Result<(u64, String), Status> {

@@ -60,7 +60,7 @@ impl Pacer {
 
 /// What one pass found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct PassReport {
+pub(crate) struct PassReport {
     /// Replicas read whole and found healthy.
     pub healthy: u64,
     /// Replicas found damaged (and quarantined), with why.
@@ -70,7 +70,7 @@ pub struct PassReport {
 }
 
 /// Scans every committed replica once (blocking), until `stopped`.
-pub fn scan_pass(
+pub(crate) fn scan_pass(
     store: &BlockStore,
     rate: u64,
     metrics: &Metrics,
@@ -117,7 +117,7 @@ pub fn scan_pass(
 
 /// Runs passes every `cfg.interval` until `stop`, reporting corrupt
 /// replicas to the OM (retried each pass until the OM has them).
-pub async fn run(
+pub(crate) async fn run(
     store: Arc<BlockStore>,
     cfg: ScanConfig,
     mut om: OzoneManagerClient<ozone_common::credentials::AuthChannel>,

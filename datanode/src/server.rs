@@ -58,7 +58,7 @@ pub struct Datanode {
 pub type DatanodeHandle = Running<Datanode>;
 
 /// Reads the datanode id from `dir/datanode.id`, creating it the first time.
-pub fn load_or_create_id(dir: &Path) -> Result<String, StartError> {
+pub(crate) fn load_or_create_id(dir: &Path) -> Result<String, StartError> {
     let path = dir.join("datanode.id");
     let err = |source| StartError::Id {
         path: path.display().to_string(),

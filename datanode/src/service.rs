@@ -34,7 +34,7 @@ impl From<StorageError> for Status {
 
 /// gRPC front of a [`BlockStore`].
 #[derive(Clone)]
-pub struct DatanodeService {
+pub(crate) struct DatanodeService {
     store: Arc<BlockStore>,
     metrics: Arc<Metrics>,
     verify_writes: bool,
@@ -50,7 +50,7 @@ pub struct DatanodeService {
 impl DatanodeService {
     /// A service over `store`; reads larger than `max_read` bytes are refused
     /// (they would not fit one gRPC message).
-    pub fn new(
+    pub(crate) fn new(
         id: &str,
         store: Arc<BlockStore>,
         metrics: Arc<Metrics>,

@@ -68,12 +68,15 @@ pub enum ScStartError {
 }
 
 /// Socket file of datanode `id` in `dir`.
-pub fn socket_file(dir: &Path, id: &str) -> PathBuf {
+pub(crate) fn socket_file(dir: &Path, id: &str) -> PathBuf {
     dir.join(format!("dn-{id}.sock"))
 }
 
 /// Checks the directory and binds the datanode's socket in it.
-pub fn bind(cfg: &ShortCircuitConfig, id: &str) -> Result<(UnixListener, PathBuf), ScStartError> {
+pub(crate) fn bind(
+    cfg: &ShortCircuitConfig,
+    id: &str,
+) -> Result<(UnixListener, PathBuf), ScStartError> {
     let err = |path: &Path| {
         let path = path.display().to_string();
         move |source| ScStartError::Bind { path, source }
@@ -101,7 +104,7 @@ pub fn bind(cfg: &ShortCircuitConfig, id: &str) -> Result<(UnixListener, PathBuf
 }
 
 /// What every connection handler shares.
-pub struct ScContext {
+pub(crate) struct ScContext {
     /// Block store (and its slot registry).
     pub store: Arc<BlockStore>,
     /// This datanode's id.
@@ -117,7 +120,7 @@ pub struct ScContext {
 }
 
 /// Accepts connections until `stop` turns true; removes the socket then.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: UnixListener,
     path: PathBuf,
     ctx: Arc<ScContext>,
@@ -440,7 +443,7 @@ async fn get_block(
 /// Label helper for refusal counters.
 impl Metrics {
     /// Counts a short-circuit refusal by reason; the count before it.
-    pub fn sc_refused(&self, reason: &'static str) -> u64 {
+    pub(crate) fn sc_refused(&self, reason: &'static str) -> u64 {
         self.sc_refusals
             .get_or_create(&ReasonLabel { reason })
             .inc()

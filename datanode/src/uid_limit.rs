@@ -7,21 +7,21 @@ use std::sync::{Arc, Mutex};
 
 /// Connections served per uid, with a limit.
 #[derive(Debug)]
-pub struct UidLimit {
+pub(crate) struct UidLimit {
     max: usize,
     held: Mutex<HashMap<u32, usize>>,
 }
 
 /// One connection of `uid`, given back when dropped.
 #[derive(Debug)]
-pub struct UidSlot {
+pub(crate) struct UidSlot {
     limit: Arc<UidLimit>,
     uid: u32,
 }
 
 impl UidLimit {
     /// At most `max` connections per uid (at least one).
-    pub fn new(max: usize) -> Arc<Self> {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
         Arc::new(Self {
             max: max.max(1),
             held: Mutex::default(),
@@ -30,7 +30,7 @@ impl UidLimit {
 
     /// A slot for a connection of `uid`, or the number it holds already
     /// when that is the limit.
-    pub fn take(self: &Arc<Self>, uid: u32) -> Result<UidSlot, usize> {
+    pub(crate) fn take(self: &Arc<Self>, uid: u32) -> Result<UidSlot, usize> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = held.entry(uid).or_default();
         if *n >= self.max {

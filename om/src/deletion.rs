@@ -22,7 +22,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const PURGE_ROUNDS: usize = 50;
 
 /// Runs until `stop` turns true.
-pub async fn run(
+pub(crate) async fn run(
     store: Arc<OmStore>,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,

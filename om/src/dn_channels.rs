@@ -11,14 +11,14 @@ use tonic::transport::{Channel, Endpoint};
 
 /// Channels to datanodes, keyed by gRPC address.
 #[derive(Default)]
-pub struct DatanodeChannels {
+pub(crate) struct DatanodeChannels {
     map: Mutex<HashMap<String, Channel>>,
     tls: Option<Tls>,
 }
 
 impl DatanodeChannels {
     /// No channels yet; they speak TLS when `tls` is set.
-    pub fn new(tls: Option<Tls>) -> Self {
+    pub(crate) fn new(tls: Option<Tls>) -> Self {
         Self {
             map: Mutex::default(),
             tls,
@@ -31,7 +31,7 @@ impl DatanodeChannels {
 
     /// A client of the datanode at `address` (`None` for an address that
     /// is no URI). Calls carry no deadline: callers bound them.
-    pub fn client(&self, address: &str) -> Option<DatanodeClient<Channel>> {
+    pub(crate) fn client(&self, address: &str) -> Option<DatanodeClient<Channel>> {
         let mut map = self.lock();
         let ch = match map.get(address) {
             Some(c) => c.clone(),
@@ -48,7 +48,7 @@ impl DatanodeChannels {
     }
 
     /// Drops the channel to `address` (after a failed call).
-    pub fn forget(&self, address: &str) {
+    pub(crate) fn forget(&self, address: &str) {
         self.lock().remove(address);
     }
 }

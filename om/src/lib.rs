@@ -2,7 +2,7 @@
 //! replica placement; the datanode registry; replica reports and the
 //! replication manager; block deletion.
 
-pub mod auth;
+mod auth;
 mod bad_reports;
 pub mod cmd;
 mod deletion;

@@ -8,14 +8,14 @@ use prometheus_client::registry::Registry;
 
 /// Label of per-method counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpLabel {
+pub(crate) struct OpLabel {
     /// gRPC method.
     pub op: &'static str,
 }
 
 /// OM counters.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Requests by method.
     pub ops: Family<OpLabel, Counter>,
     /// Failed requests by method.
@@ -64,7 +64,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Registers every metric under the `ozone_om` prefix.
-    pub fn register(&self, reg: &mut Registry) {
+    pub(crate) fn register(&self, reg: &mut Registry) {
         let r = reg.sub_registry_with_prefix("ozone_om");
         r.register("ops", "Requests by method", self.ops.clone());
         r.register(

@@ -9,6 +9,7 @@
 //! `ozone.om.open.key.expire.threshold` is dropped and its blocks go to
 //! the deletion service (and so off the datanodes).
 
+use ozone_common::names::KeyPath;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ pub struct OpenKeyCleanup {
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Cleaned {
+pub(crate) struct Cleaned {
     /// Sessions dropped, their blocks queued for deletion.
     pub aborted: u64,
     /// Files closed at their synced length.
@@ -40,7 +41,7 @@ pub struct Cleaned {
 }
 
 /// One pass over the open sessions at time `now` (ms since the epoch).
-pub fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, OmError> {
+pub(crate) fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, OmError> {
     let mut done = Cleaned::default();
     for (id, s) in store.sessions()? {
         let idle = now.saturating_sub(s.created_ms.max(s.modified_ms));
@@ -49,7 +50,7 @@ pub fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, 
             // Lease recovery acts on whoever writes the path: only when
             // that is this session.
             let recovered = if store.fs_holds(id, &s)? {
-                store.fs_recover_lease(&s.volume, &s.bucket, &s.name, now)
+                store.fs_recover_lease(KeyPath::new(&s.volume, &s.bucket, &s.name), now)
             } else {
                 Ok((0, false))
             };
@@ -81,7 +82,7 @@ pub fn pass(store: &OmStore, cfg: &OpenKeyCleanup, now: u64) -> Result<Cleaned, 
 }
 
 /// Runs passes until `stop` turns true.
-pub async fn run(
+pub(crate) async fn run(
     store: Arc<OmStore>,
     cfg: OpenKeyCleanup,
     metrics: Arc<Metrics>,
@@ -175,7 +176,7 @@ mod tests {
         assert_eq!((c.aborted, c.closed, c.open), (0, 1, 0));
         let f = s.lookup_key("vol", "fsb", "wal/1").unwrap();
         assert_eq!(f.size, 100);
-        assert!(s.fs_is_closed("vol", "fsb", "wal/1").unwrap());
+        assert!(s.fs_is_closed(KeyPath::new("vol", "fsb", "wal/1")).unwrap());
         // The dropped sessions' blocks are queued for deletion on their datanodes.
         assert_eq!(s.pending_deletes("dn1", 100).unwrap().len(), 1);
         assert_eq!(s.pending_deletes("dn2", 100).unwrap().len(), 1);
@@ -200,7 +201,7 @@ mod tests {
             ..b.clone()
         };
         s.hsync_key(old, &[synced], 10, None).unwrap();
-        s.fs_delete("vol", "fsb", "d", true).unwrap();
+        s.fs_delete(KeyPath::new("vol", "fsb", "d"), true).unwrap();
         let new = s.open_key(&template("fsb", "d/wal"), false, t0).unwrap();
         s.allocate_block(new, &["dn2".into()], BS).unwrap();
         // The old one is past the hard limit, the new one not expired.
@@ -214,7 +215,7 @@ mod tests {
         assert!(s.session(old).is_err());
         // The new writer keeps writing: its file was not closed under it.
         assert!(s.session(new).is_ok());
-        assert!(!s.fs_is_closed("vol", "fsb", "d/wal").unwrap());
+        assert!(!s.fs_is_closed(KeyPath::new("vol", "fsb", "d/wal")).unwrap());
         assert_eq!(s.pending_deletes("dn1", 100).unwrap().len(), 1);
         assert!(s.pending_deletes("dn2", 100).unwrap().is_empty());
     }

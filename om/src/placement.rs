@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 
 /// A datanode that may receive a replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Datanode id.
     pub id: String,
     /// Node it runs on.
@@ -26,7 +26,7 @@ pub struct Candidate {
 #[error(
     "cannot place {wanted} replicas: only {available} healthy datanodes on distinct nodes are available ({excluded} excluded)"
 )]
-pub struct PlacementError {
+pub(crate) struct PlacementError {
     /// Replicas requested.
     pub wanted: usize,
     /// Usable datanodes on distinct nodes.
@@ -37,7 +37,7 @@ pub struct PlacementError {
 
 /// Picks `count` datanodes on distinct nodes from `healthy`, skipping
 /// `exclude`, the first on `client_node` when possible.
-pub fn choose(
+pub(crate) fn choose(
     healthy: &[Candidate],
     count: usize,
     client_node: Option<&str>,

@@ -12,7 +12,7 @@ use ozone_proto::{DatanodeDetails, NodeState, OperationalState};
 use crate::placement::Candidate;
 
 /// In-memory view of registered datanodes.
-pub struct Registry {
+pub(crate) struct Registry {
     nodes: Mutex<HashMap<String, (DatanodeDetails, Instant)>>,
     operational: Mutex<HashMap<String, OperationalState>>,
     stale_after: Duration,
@@ -22,7 +22,7 @@ pub struct Registry {
 
 impl Registry {
     /// A registry with the given stale and dead intervals.
-    pub fn new(stale_after: Duration, dead_after: Duration) -> Self {
+    pub(crate) fn new(stale_after: Duration, dead_after: Duration) -> Self {
         Self {
             nodes: Mutex::new(HashMap::new()),
             operational: Mutex::new(HashMap::new()),
@@ -35,13 +35,13 @@ impl Registry {
     /// While the registry is younger than the stale interval, a live
     /// datanode may simply not have reported to this (restarted) OM yet:
     /// returns the registry's age then, `None` afterwards.
-    pub fn warming_up(&self) -> Option<Duration> {
+    pub(crate) fn warming_up(&self) -> Option<Duration> {
         let age = self.started.elapsed();
         (age < self.stale_after).then_some(age)
     }
 
     /// The operational state of `id` (in service unless set).
-    pub fn operational(&self, id: &str) -> OperationalState {
+    pub(crate) fn operational(&self, id: &str) -> OperationalState {
         self.operational
             .lock()
             .expect("lock")
@@ -51,7 +51,7 @@ impl Registry {
     }
 
     /// Sets the operational state of `id`.
-    pub fn set_operational(&self, id: &str, state: OperationalState) {
+    pub(crate) fn set_operational(&self, id: &str, state: OperationalState) {
         self.operational
             .lock()
             .expect("lock")
@@ -61,7 +61,10 @@ impl Registry {
     /// The datanode a user means by `name`: its id or address, else the
     /// one datanode with that host name (a pod name), address host, or
     /// first label of the address host, among `known`.
-    pub fn resolve<'a>(known: &'a [DatanodeDetails], name: &str) -> Option<&'a DatanodeDetails> {
+    pub(crate) fn resolve<'a>(
+        known: &'a [DatanodeDetails],
+        name: &str,
+    ) -> Option<&'a DatanodeDetails> {
         fn host(d: &DatanodeDetails) -> &str {
             d.address.rsplit_once(':').map_or("", |(h, _)| h)
         }
@@ -82,17 +85,17 @@ impl Registry {
     }
 
     /// How long ago this registry (the OM) started.
-    pub fn age(&self) -> Duration {
+    pub(crate) fn age(&self) -> Duration {
         self.started.elapsed()
     }
 
     /// Silence after which a datanode is dead.
-    pub fn dead_after(&self) -> Duration {
+    pub(crate) fn dead_after(&self) -> Duration {
         self.dead_after
     }
 
     /// Records a registration (a heartbeat too).
-    pub fn register(&self, dn: DatanodeDetails) {
+    pub(crate) fn register(&self, dn: DatanodeDetails) {
         self.nodes
             .lock()
             .expect("lock")
@@ -100,7 +103,7 @@ impl Registry {
     }
 
     /// Records a heartbeat; false if the datanode is unknown.
-    pub fn heartbeat(&self, id: &str, capacity: u64, used: u64) -> bool {
+    pub(crate) fn heartbeat(&self, id: &str, capacity: u64, used: u64) -> bool {
         let mut nodes = self.nodes.lock().expect("lock");
         match nodes.get_mut(id) {
             Some((dn, at)) => {
@@ -126,7 +129,7 @@ impl Registry {
 
     /// Current details (with state and last heartbeat) of a datanode seen
     /// since this OM started.
-    pub fn get(&self, id: &str) -> Option<DatanodeDetails> {
+    pub(crate) fn get(&self, id: &str) -> Option<DatanodeDetails> {
         let nodes = self.nodes.lock().expect("lock");
         nodes.get(id).map(|(dn, at)| self.with_state(dn, *at))
     }
@@ -141,7 +144,7 @@ impl Registry {
     }
 
     /// Every datanode seen since this OM started.
-    pub fn all(&self) -> Vec<DatanodeDetails> {
+    pub(crate) fn all(&self) -> Vec<DatanodeDetails> {
         let nodes = self.nodes.lock().expect("lock");
         let mut v: Vec<_> = nodes
             .values()
@@ -152,7 +155,7 @@ impl Registry {
     }
 
     /// Healthy datanodes in service, as placement candidates.
-    pub fn healthy(&self) -> Vec<Candidate> {
+    pub(crate) fn healthy(&self) -> Vec<Candidate> {
         let nodes = self.nodes.lock().expect("lock");
         nodes
             .values()

@@ -11,7 +11,7 @@ use ozone_proto::{BlockId, ReplicaReport};
 
 /// What one datanode reported.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     /// Healthy committed replicas.
     pub blocks: HashSet<BlockKey>,
     /// Replicas it found damaged.
@@ -21,7 +21,7 @@ pub struct Held {
 /// Reported replicas of every datanode that sent a full report since it
 /// last registered.
 #[derive(Debug, Default)]
-pub struct ReplicaMap {
+pub(crate) struct ReplicaMap {
     nodes: Mutex<HashMap<String, Held>>,
 }
 
@@ -32,13 +32,13 @@ impl ReplicaMap {
 
     /// A datanode (re)registered: what it holds is unknown until its next
     /// full report.
-    pub fn forget(&self, dn: &str) {
+    pub(crate) fn forget(&self, dn: &str) {
         self.lock().remove(dn);
     }
 
     /// Applies a report of `dn`; an incremental report before any full one
     /// is dropped (the full one covers it). Returns whether it was applied.
-    pub fn apply(&self, dn: &str, report: &ReplicaReport) -> bool {
+    pub(crate) fn apply(&self, dn: &str, report: &ReplicaReport) -> bool {
         let mut nodes = self.lock();
         if report.full {
             let mut held = Held::default();
@@ -66,7 +66,7 @@ impl ReplicaMap {
     }
 
     /// Records that `dn` now holds `id` (a copy it confirmed).
-    pub fn add(&self, dn: &str, id: &BlockId) {
+    pub(crate) fn add(&self, dn: &str, id: &BlockId) {
         if let Some(h) = self.lock().get_mut(dn) {
             h.blocks.insert(key_of(id));
             h.damaged.remove(&key_of(id));
@@ -74,7 +74,7 @@ impl ReplicaMap {
     }
 
     /// Runs `f` over the reports (no I/O inside, please).
-    pub fn with<T>(&self, f: impl FnOnce(&HashMap<String, Held>) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&HashMap<String, Held>) -> T) -> T {
         f(&self.lock())
     }
 }

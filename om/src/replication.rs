@@ -35,7 +35,7 @@ use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::replica_map::{Held, ReplicaMap};
 use crate::store::OmStore;
-use crate::store::block_rows::{BlockSnapshot, RowRef};
+use crate::store::block_rows::{BlockRow, BlockSnapshot, RowRef};
 use ozone_common::block_key::{BlockKey, key_of};
 
 /// Replication manager settings.
@@ -57,7 +57,7 @@ pub struct ReplicationConfig {
 
 /// What the pass knows of a datanode.
 #[derive(Debug, Clone)]
-pub struct NodeView {
+pub(crate) struct NodeView {
     /// gRPC address.
     pub address: String,
     /// Node it runs on.
@@ -76,7 +76,7 @@ impl NodeView {
 
 /// A copy the pass wants made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Copy {
+pub(crate) struct Copy {
     /// The block.
     pub id: BlockId,
     /// Its length.
@@ -93,7 +93,7 @@ pub struct Copy {
 
 /// A change of one block's replica list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowUpdate {
+pub(crate) struct RowUpdate {
     /// Where the list is stored.
     pub row: RowRef,
     /// The block.
@@ -108,7 +108,7 @@ pub struct RowUpdate {
 
 /// Everything one pass decided.
 #[derive(Debug, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Copies to start, most urgent first.
     pub copies: Vec<Copy>,
     /// Replica lists to change.
@@ -117,9 +117,8 @@ pub struct Plan {
     pub orphans: HashMap<String, Vec<BlockKey>>,
     /// Decommissioning datanodes with no replica still needed.
     pub decommissioned: Vec<String>,
-    /// Replicas the OM lists per datanode, and how many of them are needed
-    /// because the block lacks healthy replicas elsewhere.
-    pub per_node: HashMap<String, (u64, u64)>,
+    /// The replicas the OM lists per datanode.
+    pub per_node: HashMap<String, NodeLoad>,
     /// Blocks with too few healthy replicas.
     pub short: HashSet<BlockKey>,
     /// Counts and the blocks at most risk.
@@ -161,293 +160,408 @@ fn rank(k: BlockKey, dn: &str) -> u64 {
 
 const TOP: usize = 50;
 
-/// Decides one pass: pure, no I/O. `in_flight` maps blocks with a copy
-/// under way to its target; `busy` counts copies per datanode.
-#[allow(clippy::too_many_arguments)]
-pub fn plan(
-    snap: &BlockSnapshot,
-    nodes: &HashMap<String, NodeView>,
-    reports: &HashMap<String, Held>,
-    bad: &HashSet<(u64, u64, String)>,
-    in_flight: &HashMap<BlockKey, String>,
+/// Replicas a client reported bad (and the datanode has not yet cleared):
+/// (block, datanode).
+pub(crate) type BadReplicas = HashSet<(BlockKey, String)>;
+
+/// What a pass finds of the replicas the OM lists on one datanode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NodeLoad {
+    /// Replicas the OM lists on it.
+    pub listed: u64,
+    /// Those needed because their block lacks healthy replicas elsewhere
+    /// (what a decommission waits for).
+    pub needed: u64,
+}
+
+/// What one pass decides from.
+pub(crate) struct PassInput<'a> {
+    /// Every committed block and its listed replicas.
+    pub snap: &'a BlockSnapshot,
+    /// The datanodes the OM knows.
+    pub nodes: &'a HashMap<String, NodeView>,
+    /// What each datanode last reported holding.
+    pub reports: &'a HashMap<String, Held>,
+    /// Replicas reported bad.
+    pub bad: &'a BadReplicas,
+    /// Blocks with a copy under way, to its target.
+    pub in_flight: &'a HashMap<BlockKey, String>,
+    /// Settings.
+    pub cfg: &'a ReplicationConfig,
+    /// Now, in milliseconds since the epoch.
+    pub now_ms: u64,
+    /// Whether a datanode the OM does not know counts as dead (the OM has
+    /// been up long enough to have heard from every live one).
+    pub unknown_is_dead: bool,
+}
+
+/// One block's listed replicas, by what they are worth.
+#[derive(Default)]
+struct Sorted<'a> {
+    /// Healthy, in service, neither damaged nor missing.
+    good: Vec<&'a str>,
+    /// Of unknown fate: a stale datanode, or one not heard from yet.
+    unknown: Vec<&'a str>,
+    /// On a healthy datanode in maintenance.
+    maint_live: Vec<&'a str>,
+    /// On a datanode in maintenance that is not healthy.
+    maint_away: Vec<&'a str>,
+    /// On a healthy decommissioning (or decommissioned) datanode.
+    leaving: Vec<&'a str>,
+    /// Damaged or missing on a live datanode: repaired where it is.
+    repair_here: Vec<&'a str>,
+    /// Gone: dead, unknown, or damaged where it cannot be repaired.
+    lost: Vec<&'a str>,
+    /// Why replicas are not good, for the risk list.
+    problems: Vec<String>,
+}
+
+impl Sorted<'_> {
+    /// Replicas in maintenance counted as healthy: all of them while
+    /// enough others are live, none otherwise.
+    fn maintenance_counted(&self, cfg: &ReplicationConfig, wanted: usize) -> usize {
+        let live = self.good.len() + self.maint_live.len();
+        if live >= (cfg.maintenance_minimum as usize).min(wanted) {
+            self.maint_live.len() + self.maint_away.len()
+        } else {
+            0
+        }
+    }
+}
+
+/// Sorts block `b`'s listed replicas (step 1 of a block), counting them
+/// per datanode in `load`.
+fn sort_replicas<'a>(
+    input: &PassInput<'_>,
+    b: &'a BlockRow,
+    load: &mut HashMap<String, NodeLoad>,
+) -> Sorted<'a> {
+    let k = key_of(&b.id);
+    let old_enough =
+        input.now_ms.saturating_sub(b.committed_ms) > input.cfg.report_grace.as_millis() as u64;
+    let mut r = Sorted::default();
+    for dn in &b.replicas {
+        let dn = dn.as_str();
+        let Some(n) = input.nodes.get(dn) else {
+            if input.unknown_is_dead {
+                r.problems.push(format!("{dn}: unknown datanode"));
+                r.lost.push(dn);
+            } else {
+                r.unknown.push(dn);
+            }
+            continue;
+        };
+        let rep = input.reports.get(dn);
+        let damaged =
+            input.bad.contains(&(k, dn.to_string())) || rep.is_some_and(|h| h.damaged.contains(&k));
+        let missing =
+            old_enough && rep.is_some_and(|h| !h.blocks.contains(&k) && !h.damaged.contains(&k));
+        let defect = if damaged {
+            Some("damaged")
+        } else if missing {
+            Some("missing")
+        } else {
+            None
+        };
+        load.entry(dn.to_string()).or_default().listed += 1;
+        match (n.op, n.health, defect) {
+            (OperationalState::InMaintenance, NodeState::Healthy, None) => r.maint_live.push(dn),
+            (OperationalState::InMaintenance, NodeState::Healthy, Some(why)) => {
+                r.problems.push(format!("{dn}: {why}"));
+                r.lost.push(dn);
+            }
+            (OperationalState::InMaintenance, _, _) => r.maint_away.push(dn),
+            (
+                OperationalState::Decommissioning | OperationalState::Decommissioned,
+                NodeState::Healthy,
+                None,
+            ) => r.leaving.push(dn),
+            (OperationalState::Decommissioning | OperationalState::Decommissioned, _, why) => {
+                let why = why.unwrap_or("leaving and not healthy");
+                r.problems.push(format!("{dn}: {why}"));
+                r.lost.push(dn);
+            }
+            (_, NodeState::Dead, _) => {
+                r.problems.push(format!("{dn}: dead"));
+                r.lost.push(dn);
+            }
+            (_, NodeState::Stale, _) => r.unknown.push(dn),
+            (_, _, Some(why)) => {
+                r.problems.push(format!("{dn}: {why}"));
+                r.repair_here.push(dn);
+            }
+            (_, _, None) => r.good.push(dn),
+        }
+    }
+    r
+}
+
+/// Copies of a block that datanodes report and its key does not list.
+struct Reported<'a> {
+    /// Taken into the key: needed, healthy, on a node of their own.
+    adopted: Vec<&'a str>,
+    /// Not needed: deleted unless a copy to that datanode is under way.
+    extra: Vec<&'a str>,
+}
+
+/// Step 2: adopts reported copies the block needs (`names`: nodes already
+/// holding a counted replica, grown by each adoption).
+fn adopt_reported<'a>(
+    input: &'a PassInput<'_>,
+    b: &BlockRow,
+    good: usize,
+    names: &mut HashSet<&'a str>,
+) -> Reported<'a> {
+    let k = key_of(&b.id);
+    let wanted = b.replication as usize;
+    let mut out = Reported {
+        adopted: Vec::new(),
+        extra: Vec::new(),
+    };
+    for (dn, held) in input.reports {
+        if !held.blocks.contains(&k) || b.replicas.iter().any(|r| r == dn) {
+            continue;
+        }
+        let Some(n) = input.nodes.get(dn) else {
+            continue;
+        };
+        // Only healthy replicas decide: while a datanode's fate is unknown
+        // (stale, not yet heard from) a copy is kept, not trimmed.
+        if good + out.adopted.len() < wanted && n.usable() && !names.contains(n.node_name.as_str())
+        {
+            out.adopted.push(dn);
+            names.insert(n.node_name.as_str());
+        } else if good + out.adopted.len() >= wanted && n.health == NodeState::Healthy {
+            out.extra.push(dn);
+        }
+    }
+    out
+}
+
+/// Step 3 of a short block: the copy to make, if a source and a target
+/// are free. The target is the first damaged or missing replica's datanode
+/// (repaired in place), else the first usable datanode by rank on a node
+/// holding no replica; busy or not, so that every OM (a restarted one too)
+/// asks the same datanode and no copy is made twice.
+fn choose_copy(
+    input: &PassInput<'_>,
+    b: &BlockRow,
+    r: &Sorted<'_>,
+    names: &HashSet<&str>,
+    sources: Vec<String>,
     busy: &mut HashMap<String, usize>,
-    cfg: &ReplicationConfig,
-    now_ms: u64,
-    unknown_is_dead: bool,
-) -> Plan {
+) -> Option<Copy> {
+    let k = key_of(&b.id);
+    if sources.is_empty() || input.in_flight.contains_key(&k) {
+        return None;
+    }
+    let (target, in_place) = match r.repair_here.first() {
+        Some(d) => (d.to_string(), true),
+        None => {
+            let pending = &input.snap.pending_deletes;
+            let mut candidates: Vec<&String> = input
+                .nodes
+                .iter()
+                .filter(|(id, n)| {
+                    n.usable()
+                        && !b.replicas.contains(id)
+                        && !names.contains(n.node_name.as_str())
+                        && !pending.contains(&(id.to_string(), k.0, k.1))
+                })
+                .map(|(id, _)| id)
+                .collect();
+            candidates.sort_by_key(|id| rank(k, id));
+            (candidates.first()?.to_string(), false)
+        }
+    };
+    let limit = input.cfg.limit;
+    let free = |dn: &String| busy.get(dn).copied().unwrap_or(0) < limit;
+    if !free(&sources[0]) || !free(&target) {
+        return None;
+    }
+    *busy.entry(target.clone()).or_default() += 1;
+    *busy.entry(sources[0].clone()).or_default() += 1;
+    Some(Copy {
+        id: b.id,
+        size: b.size,
+        target,
+        sources,
+        healthy: r.good.len(),
+        in_place,
+    })
+}
+
+/// Step 3 of a block with enough healthy replicas: the key lists exactly
+/// those (the lowest-ranked excess ones deleted), with the replicas of
+/// unknown fate and in maintenance; lost and repaired-elsewhere replicas
+/// are deleted; replicas of leaving datanodes drop out of the key (their
+/// data stays: the datanode is going away). `None` when the list stays.
+fn trim(
+    b: &BlockRow,
+    r: &Sorted<'_>,
+    adopted: &[&str],
+    status: &mut ReplicationStatusResponse,
+) -> Option<RowUpdate> {
+    let k = key_of(&b.id);
+    let mut keep: Vec<&str> = r.good.clone();
+    let mut delete_on: Vec<String> = Vec::new();
+    let excess = r.good.len().saturating_sub(b.replication as usize);
+    if excess > 0 {
+        status.over_replicated += 1;
+        keep.sort_by_key(|d| std::cmp::Reverse(rank(k, d)));
+        let removable = keep.len().min(excess);
+        delete_on.extend(keep.drain(..removable).map(str::to_string));
+    } else {
+        status.healthy += 1;
+    }
+    keep.extend(r.unknown.iter().chain(&r.maint_live).chain(&r.maint_away));
+    delete_on.extend(r.lost.iter().chain(&r.repair_here).map(|d| d.to_string()));
+    let mut listed: Vec<String> = b
+        .replicas
+        .iter()
+        .filter(|d| keep.contains(&d.as_str()))
+        .cloned()
+        .collect();
+    listed.extend(
+        adopted
+            .iter()
+            .filter(|d| keep.contains(d))
+            .map(|d| d.to_string()),
+    );
+    (listed != b.replicas && !listed.is_empty()).then(|| RowUpdate {
+        row: b.row.clone(),
+        id: b.id,
+        expected: b.replicas.clone(),
+        new: listed,
+        delete_on,
+    })
+}
+
+/// Decides one pass: pure, no I/O. `busy` counts copies per datanode (the
+/// ones under way on entry; the plan's own are added).
+pub(crate) fn plan(input: &PassInput<'_>, busy: &mut HashMap<String, usize>) -> Plan {
     let mut plan = Plan::default();
     let mut at_risk: Vec<BlockHealth> = Vec::new();
-    let grace = cfg.report_grace.as_millis() as u64;
-    for b in &snap.blocks {
+    for b in &input.snap.blocks {
         let k = key_of(&b.id);
         let wanted = b.replication as usize;
-        let old_enough = now_ms.saturating_sub(b.committed_ms) > grace;
-        // Replicas by what they are worth.
-        let mut good: Vec<&str> = Vec::new();
-        let mut unknown: Vec<&str> = Vec::new();
-        let mut maint_live: Vec<&str> = Vec::new();
-        let mut maint_away: Vec<&str> = Vec::new();
-        let mut leaving: Vec<&str> = Vec::new();
-        let mut repair_here: Vec<&str> = Vec::new();
-        let mut problems: Vec<String> = Vec::new();
-        let mut lost: Vec<&str> = Vec::new();
-        for dn in &b.replicas {
-            let dn = dn.as_str();
-            let Some(n) = nodes.get(dn) else {
-                if unknown_is_dead {
-                    problems.push(format!("{dn}: unknown datanode"));
-                    lost.push(dn);
-                } else {
-                    unknown.push(dn);
-                }
-                continue;
-            };
-            let rep = reports.get(dn);
-            let damaged = bad.contains(&(k.0, k.1, dn.to_string()))
-                || rep.is_some_and(|h| h.damaged.contains(&k));
-            let missing = old_enough
-                && rep.is_some_and(|h| !h.blocks.contains(&k) && !h.damaged.contains(&k));
-            let defect = if damaged {
-                Some("damaged")
-            } else if missing {
-                Some("missing")
-            } else {
-                None
-            };
-            let entry = plan.per_node.entry(dn.to_string()).or_default();
-            entry.0 += 1;
-            match (n.op, n.health, defect) {
-                (OperationalState::InMaintenance, NodeState::Healthy, None) => maint_live.push(dn),
-                (OperationalState::InMaintenance, NodeState::Healthy, Some(why)) => {
-                    problems.push(format!("{dn}: {why}"));
-                    lost.push(dn);
-                }
-                (OperationalState::InMaintenance, _, _) => maint_away.push(dn),
-                (
-                    OperationalState::Decommissioning | OperationalState::Decommissioned,
-                    NodeState::Healthy,
-                    None,
-                ) => leaving.push(dn),
-                (OperationalState::Decommissioning | OperationalState::Decommissioned, _, why) => {
-                    problems.push(format!(
-                        "{dn}: {}",
-                        why.unwrap_or("leaving and not healthy")
-                    ));
-                    lost.push(dn);
-                }
-                (_, NodeState::Dead, _) => {
-                    problems.push(format!("{dn}: dead"));
-                    lost.push(dn);
-                }
-                (_, NodeState::Stale, _) => unknown.push(dn),
-                (_, _, Some(why)) => {
-                    problems.push(format!("{dn}: {why}"));
-                    repair_here.push(dn);
-                }
-                (_, _, None) => good.push(dn),
-            }
-        }
-        // Names of nodes already holding a counted replica.
-        let mut names: HashSet<&str> = good
-            .iter()
-            .chain(&unknown)
-            .chain(&maint_live)
-            .chain(&maint_away)
-            .filter_map(|d| nodes.get(*d).map(|n| n.node_name.as_str()))
+        let mut r = sort_replicas(input, b, &mut plan.per_node);
+        // Nodes already holding a counted replica.
+        let counted: Vec<&str> = (r.good.iter())
+            .chain(&r.unknown)
+            .chain(&r.maint_live)
+            .chain(&r.maint_away)
+            .copied()
             .collect();
-        if names.len() < good.len() + unknown.len() + maint_live.len() + maint_away.len() {
+        let mut names: HashSet<&str> = counted
+            .iter()
+            .filter_map(|d| input.nodes.get(*d).map(|n| n.node_name.as_str()))
+            .collect();
+        if names.len() < counted.len() {
             plan.status.mis_replicated += 1;
         }
-        let maint = maint_live.len() + maint_away.len();
-        let maint_counted =
-            if good.len() + maint_live.len() >= (cfg.maintenance_minimum as usize).min(wanted) {
-                maint
-            } else {
-                0
-            };
-        let mut have = good.len() + unknown.len() + maint_counted;
-        // Copies reported by datanodes the key does not list yet.
-        let mut adopted: Vec<&str> = Vec::new();
-        let mut extra: Vec<&str> = Vec::new();
-        for (dn, held) in reports {
-            if !held.blocks.contains(&k) || b.replicas.iter().any(|r| r == dn) {
-                continue;
-            }
-            let Some(n) = nodes.get(dn) else { continue };
-            // Only healthy replicas decide: while a datanode's fate is
-            // unknown (stale, not yet heard from) a copy is kept, not trimmed.
-            if good.len() + adopted.len() < wanted
-                && n.usable()
-                && !names.contains(n.node_name.as_str())
-            {
-                adopted.push(dn);
-                names.insert(n.node_name.as_str());
-                have += 1;
-            } else if good.len() + adopted.len() >= wanted && n.health == NodeState::Healthy {
-                extra.push(dn);
-            }
-        }
-        good.extend(adopted.iter().copied());
-        for dn in &extra {
-            if in_flight.get(&k).map(String::as_str) != Some(*dn) {
+        let maint_counted = r.maintenance_counted(input.cfg, wanted);
+        let reported = adopt_reported(input, b, r.good.len(), &mut names);
+        let have = r.good.len() + r.unknown.len() + maint_counted + reported.adopted.len();
+        r.good.extend(reported.adopted.iter().copied());
+        for dn in &reported.extra {
+            if input.in_flight.get(&k).map(String::as_str) != Some(*dn) {
                 plan.orphans.entry(dn.to_string()).or_default().push(k);
             }
         }
         plan.status.blocks += 1;
-        let healthy_elsewhere = good.len() + unknown.len() + maint_counted;
-        if healthy_elsewhere < wanted {
-            for dn in &leaving {
+        if r.good.len() + r.unknown.len() + maint_counted < wanted {
+            for dn in &r.leaving {
                 if let Some(e) = plan.per_node.get_mut(*dn) {
-                    e.1 += 1;
+                    e.needed += 1;
                 }
             }
         }
-        let mut new_list: Vec<String> = Vec::new();
-        let mut delete_on: Vec<String> = Vec::new();
-        if have < wanted {
+        let update = if have < wanted {
             plan.status.under_replicated += 1;
             plan.short.insert(k);
-            let sources: Vec<String> = good
-                .iter()
-                .chain(&leaving)
-                .chain(&maint_live)
+            let sources: Vec<String> = (r.good.iter())
+                .chain(&r.leaving)
+                .chain(&r.maint_live)
                 .map(|d| d.to_string())
                 .collect();
             if sources.is_empty() {
                 plan.status.missing += 1;
             }
-            if at_risk.len() < 4 * TOP || good.len() < 2 {
+            if at_risk.len() < 4 * TOP || r.good.len() < 2 {
                 at_risk.push(BlockHealth {
                     block: Some(b.id),
                     key: b.key.clone(),
                     wanted: wanted as u32,
-                    healthy: good.len() as u32,
-                    problems: problems.clone(),
+                    healthy: r.good.len() as u32,
+                    problems: r.problems.clone(),
                 });
             }
-            if !sources.is_empty() && !in_flight.contains_key(&k) {
-                let target = repair_here
-                    .first()
-                    .map(|d| (d.to_string(), true))
-                    .or_else(|| {
-                        let mut candidates: Vec<(&String, &NodeView)> = nodes
-                            .iter()
-                            .filter(|(id, n)| {
-                                n.usable()
-                                    && !b.replicas.contains(id)
-                                    && !names.contains(n.node_name.as_str())
-                                    && !snap.pending_deletes.contains(&(id.to_string(), k.0, k.1))
-                            })
-                            .collect();
-                        // The first by rank, busy or not: a busy target makes the
-                        // block wait, so every OM (a restarted one too) asks the
-                        // same datanode and no copy is made twice.
-                        candidates.sort_by_key(|(id, _)| rank(k, id));
-                        candidates.first().map(|(id, _)| (id.to_string(), false))
-                    });
-                let source_free = busy.get(&sources[0]).copied().unwrap_or(0) < cfg.limit;
-                if let Some((target, in_place)) = target
-                    && source_free
-                    && busy.get(&target).copied().unwrap_or(0) < cfg.limit
-                {
-                    *busy.entry(target.clone()).or_default() += 1;
-                    *busy.entry(sources[0].clone()).or_default() += 1;
-                    plan.copies.push(Copy {
-                        id: b.id,
-                        size: b.size,
-                        target,
-                        sources,
-                        healthy: good.len(),
-                        in_place,
-                    });
+            plan.copies
+                .extend(choose_copy(input, b, &r, &names, sources, busy));
+            // Still short: adopted copies join the list, nothing leaves it.
+            (!reported.adopted.is_empty()).then(|| {
+                let mut new = b.replicas.clone();
+                new.extend(reported.adopted.iter().map(|d| d.to_string()));
+                RowUpdate {
+                    row: b.row.clone(),
+                    id: b.id,
+                    expected: b.replicas.clone(),
+                    new,
+                    delete_on: Vec::new(),
                 }
-            }
-            if !adopted.is_empty() {
-                new_list = b.replicas.clone();
-                new_list.extend(adopted.iter().map(|d| d.to_string()));
-            }
+            })
         } else {
-            // Enough healthy replicas: the key lists exactly those.
-            let mut keep: Vec<&str> = good.clone();
-            let excess = good.len().saturating_sub(wanted);
-            if excess > 0 {
-                plan.status.over_replicated += 1;
-                keep.sort_by_key(|d| std::cmp::Reverse(rank(k, d)));
-                let removable = keep.len().min(excess);
-                for dn in keep.drain(..removable) {
-                    delete_on.push(dn.to_string());
-                }
-            } else {
-                plan.status.healthy += 1;
-            }
-            keep.extend(unknown.iter().copied());
-            keep.extend(maint_live.iter().copied());
-            keep.extend(maint_away.iter().copied());
-            delete_on.extend(lost.iter().chain(&repair_here).map(|d| d.to_string()));
-            // Replicas of leaving datanodes drop out of the key (their data
-            // stays: the datanode is going away).
-            let mut listed: Vec<String> = b
-                .replicas
-                .iter()
-                .filter(|r| keep.contains(&r.as_str()))
-                .cloned()
-                .collect();
-            listed.extend(
-                adopted
-                    .iter()
-                    .filter(|d| keep.contains(d))
-                    .map(|d| d.to_string()),
-            );
-            if listed != b.replicas {
-                new_list = listed;
-            }
-        }
-        if !new_list.is_empty() {
-            plan.updates.push(RowUpdate {
-                row: b.row.clone(),
-                id: b.id,
-                expected: b.replicas.clone(),
-                new: new_list,
-                delete_on,
-            });
-        }
+            trim(b, &r, &reported.adopted, &mut plan.status)
+        };
+        plan.updates.extend(update);
     }
-    // Replicas no key, session or deletion knows, of blocks allocated
-    // before the snapshot (a newer block may simply be unknown to it).
-    for (dn, held) in reports {
-        for k in held.blocks.iter().chain(&held.damaged) {
-            if k.1 < snap.allocated_below
-                && !snap.referenced.contains(k)
-                && !in_flight.contains_key(k)
-            {
-                plan.orphans.entry(dn.clone()).or_default().push(*k);
-            }
-        }
-    }
-    for (dn, n) in nodes {
-        if n.op == OperationalState::Decommissioning
-            && plan.per_node.get(dn).is_none_or(|e| e.1 == 0)
-            && !in_flight.values().any(|t| t == dn)
-        {
-            plan.decommissioned.push(dn.clone());
-        }
-    }
+    find_orphans(input, &mut plan.orphans);
+    plan.decommissioned = decommissioned(input, &plan.per_node);
     at_risk.sort_by_key(|h| (h.healthy, std::cmp::Reverse(h.wanted)));
     at_risk.truncate(TOP);
     plan.status.top = at_risk;
-    plan.status.reports_complete = nodes
-        .iter()
+    plan.status.reports_complete = (input.nodes.iter())
         .filter(|(_, n)| n.health == NodeState::Healthy)
-        .all(|(id, _)| reports.contains_key(id));
+        .all(|(id, _)| input.reports.contains_key(id));
     plan
+}
+
+/// Step 4: replicas no key, session or deletion knows, of blocks allocated
+/// before the snapshot (a newer block may simply be unknown to it).
+fn find_orphans(input: &PassInput<'_>, orphans: &mut HashMap<String, Vec<BlockKey>>) {
+    let snap = input.snap;
+    for (dn, held) in input.reports {
+        for k in held.blocks.iter().chain(&held.damaged) {
+            if k.1 < snap.allocated_below
+                && !snap.referenced.contains(k)
+                && !input.in_flight.contains_key(k)
+            {
+                orphans.entry(dn.clone()).or_default().push(*k);
+            }
+        }
+    }
+}
+
+/// Step 5: decommissioning datanodes no block needs any more, with no copy
+/// to them under way.
+fn decommissioned(input: &PassInput<'_>, load: &HashMap<String, NodeLoad>) -> Vec<String> {
+    (input.nodes.iter())
+        .filter(|(dn, n)| {
+            n.op == OperationalState::Decommissioning
+                && load.get(*dn).is_none_or(|e| e.needed == 0)
+                && !input.in_flight.values().any(|t| t == *dn)
+        })
+        .map(|(dn, _)| dn.clone())
+        .collect()
 }
 
 /// What the last pass found: its counts, and per datanode the replicas
 /// listed on it and how many of those are still needed.
-type LastPass = (ReplicationStatusResponse, HashMap<String, (u64, u64)>);
+type LastPass = (ReplicationStatusResponse, HashMap<String, NodeLoad>);
 
 /// The running replication manager.
-pub struct ReplicationManager {
+pub(crate) struct ReplicationManager {
     store: Arc<OmStore>,
     registry: Arc<Registry>,
     replicas: Arc<ReplicaMap>,
@@ -461,7 +575,7 @@ pub struct ReplicationManager {
 
 impl ReplicationManager {
     /// A manager over the OM's store, registry and replica reports.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<OmStore>,
         registry: Arc<Registry>,
         replicas: Arc<ReplicaMap>,
@@ -489,7 +603,7 @@ impl ReplicationManager {
 
     /// The last pass's counts (copy counters are live), the `top` blocks
     /// at most risk.
-    pub fn status(&self, top: usize) -> ReplicationStatusResponse {
+    pub(crate) fn status(&self, top: usize) -> ReplicationStatusResponse {
         let mut s = self
             .status
             .lock()
@@ -505,8 +619,8 @@ impl ReplicationManager {
     }
 
     /// Replicas listed on `dn`, those still needed, copies from or to it.
-    pub fn node_status(&self, dn: &str) -> (u64, u64, u64) {
-        let (n, needed) = self
+    pub(crate) fn node_status(&self, dn: &str) -> (u64, u64, u64) {
+        let NodeLoad { listed: n, needed } = self
             .status
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -523,7 +637,7 @@ impl ReplicationManager {
     }
 
     /// Runs passes until `stop` turns true.
-    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.interval) => {}
@@ -540,7 +654,7 @@ impl ReplicationManager {
     }
 
     /// One pass: read, decide, act.
-    pub async fn pass(self: Arc<Self>) -> Result<(), crate::store::OmError> {
+    pub(crate) async fn pass(self: Arc<Self>) -> Result<(), crate::store::OmError> {
         let s = self.store.clone();
         let (snap, bad) = tokio::task::spawn_blocking(move || {
             Ok::<_, crate::store::OmError>((s.block_snapshot()?, s.all_bad_replicas()?))
@@ -577,17 +691,17 @@ impl ReplicationManager {
         };
         let unknown_is_dead = self.registry.age() > self.registry.dead_after();
         let plan = self.replicas.with(|reports| {
-            plan(
-                &snap,
-                &nodes,
+            let input = PassInput {
+                snap: &snap,
+                nodes: &nodes,
                 reports,
-                &bad,
-                &in_flight,
-                &mut busy,
-                &self.cfg,
-                ozone_common::now_ms(),
+                bad: &bad,
+                in_flight: &in_flight,
+                cfg: &self.cfg,
+                now_ms: ozone_common::now_ms(),
                 unknown_is_dead,
-            )
+            };
+            plan(&input, &mut busy)
         });
         self.metrics.replication_passes.inc();
         let st = &plan.status;
@@ -655,7 +769,7 @@ impl ReplicationManager {
     }
 
     /// Sets and persists a datanode's operational state.
-    pub async fn set_operational(
+    pub(crate) async fn set_operational(
         &self,
         dn: &str,
         state: OperationalState,
@@ -759,9 +873,8 @@ impl ReplicationManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::block_rows::BlockRow;
 
-    fn view(name: &str, health: NodeState, op: OperationalState) -> NodeView {
+    pub(super) fn view(name: &str, health: NodeState, op: OperationalState) -> NodeView {
         NodeView {
             address: format!("{name}:1"),
             node_name: name.into(),
@@ -770,7 +883,7 @@ mod tests {
         }
     }
 
-    fn nodes(n: usize) -> HashMap<String, NodeView> {
+    pub(super) fn nodes(n: usize) -> HashMap<String, NodeView> {
         (0..n)
             .map(|i| {
                 (
@@ -785,7 +898,7 @@ mod tests {
             .collect()
     }
 
-    fn block(local: u64, replicas: &[&str]) -> BlockRow {
+    pub(super) fn block(local: u64, replicas: &[&str]) -> BlockRow {
         BlockRow {
             row: RowRef::Key(format!("v/b/k{local}")),
             id: BlockId {
@@ -801,7 +914,7 @@ mod tests {
         }
     }
 
-    fn snap(blocks: Vec<BlockRow>) -> BlockSnapshot {
+    pub(super) fn snap(blocks: Vec<BlockRow>) -> BlockSnapshot {
         BlockSnapshot {
             referenced: blocks.iter().map(|b| key_of(&b.id)).collect(),
             allocated_below: 1000,
@@ -810,7 +923,7 @@ mod tests {
         }
     }
 
-    fn reports(of: &[(&str, &[u64])]) -> HashMap<String, Held> {
+    pub(super) fn reports(of: &[(&str, &[u64])]) -> HashMap<String, Held> {
         of.iter()
             .map(|(dn, ls)| {
                 let mut h = Held::default();
@@ -820,7 +933,7 @@ mod tests {
             .collect()
     }
 
-    fn cfg() -> ReplicationConfig {
+    pub(super) fn cfg() -> ReplicationConfig {
         ReplicationConfig {
             interval: Duration::from_secs(1),
             limit: 2,
@@ -834,19 +947,19 @@ mod tests {
         s: &BlockSnapshot,
         n: &HashMap<String, NodeView>,
         r: &HashMap<String, Held>,
-        bad: &HashSet<(u64, u64, String)>,
+        bad: &BadReplicas,
     ) -> Plan {
-        plan(
-            s,
-            n,
-            r,
+        let input = PassInput {
+            snap: s,
+            nodes: n,
+            reports: r,
             bad,
-            &HashMap::new(),
-            &mut HashMap::new(),
-            &cfg(),
-            60_000,
-            true,
-        )
+            in_flight: &HashMap::new(),
+            cfg: &cfg(),
+            now_ms: 60_000,
+            unknown_is_dead: true,
+        };
+        plan(&input, &mut HashMap::new())
     }
 
     #[test]
@@ -915,7 +1028,7 @@ mod tests {
         targets.sort();
         assert_eq!(targets, [(1, "d0", true), (2, "d2", true)]);
         // A reader's report counts too.
-        let bad: HashSet<_> = [(1, 2, "d1".to_string())].into();
+        let bad: BadReplicas = [((1, 2), "d1".to_string())].into();
         let r = reports(&[("d0", &[1, 2]), ("d1", &[1, 2]), ("d2", &[1, 2])]);
         let p = run(&s, &n, &r, &bad);
         assert_eq!(p.copies.len(), 1);
@@ -981,7 +1094,13 @@ mod tests {
         assert_eq!(p.copies.len(), 1);
         assert_eq!(p.copies[0].target, "d3");
         assert!(p.decommissioned.is_empty());
-        assert_eq!(p.per_node["d0"], (1, 1));
+        assert_eq!(
+            p.per_node["d0"],
+            NodeLoad {
+                listed: 1,
+                needed: 1
+            }
+        );
         let r = reports(&[("d0", &[1]), ("d1", &[1]), ("d2", &[1]), ("d3", &[1])]);
         let p = run(&s, &n, &r, &HashSet::new());
         assert!(p.copies.is_empty());
@@ -1006,6 +1125,190 @@ mod tests {
         n.get_mut("d2").unwrap().health = NodeState::Dead;
         let p = run(&s, &n, &r, &HashSet::new());
         assert_eq!(p.copies.len(), 1);
+    }
+}
+
+/// One test per step of a pass, each on the step alone.
+#[cfg(test)]
+mod step_tests {
+    use super::tests::*;
+    use super::*;
+
+    fn input<'a>(
+        snap: &'a BlockSnapshot,
+        nodes: &'a HashMap<String, NodeView>,
+        reports: &'a HashMap<String, Held>,
+        bad: &'a BadReplicas,
+        in_flight: &'a HashMap<BlockKey, String>,
+        cfg: &'a ReplicationConfig,
+    ) -> PassInput<'a> {
+        PassInput {
+            snap,
+            nodes,
+            reports,
+            bad,
+            in_flight,
+            cfg,
+            now_ms: 60_000,
+            unknown_is_dead: false,
+        }
+    }
+
+    #[test]
+    fn replicas_are_sorted_by_what_they_are_worth() {
+        let mut n = nodes(7);
+        n.get_mut("d1").unwrap().health = NodeState::Dead;
+        n.get_mut("d2").unwrap().health = NodeState::Stale;
+        n.get_mut("d3").unwrap().op = OperationalState::InMaintenance;
+        n.get_mut("d4").unwrap().op = OperationalState::Decommissioning;
+        let b = block(1, &["d0", "d1", "d2", "d3", "d4", "d5", "d6", "d9"]);
+        let s = snap(vec![b.clone()]);
+        // d5 no longer holds the block; d6 was reported bad; d9 is unknown.
+        let r = reports(&[
+            ("d0", &[1]),
+            ("d3", &[1]),
+            ("d4", &[1]),
+            ("d5", &[]),
+            ("d6", &[1]),
+        ]);
+        let bad: BadReplicas = [((1, 1), "d6".to_string())].into();
+        let (f, c) = (HashMap::new(), cfg());
+        let mut load = HashMap::new();
+        let sorted = sort_replicas(&input(&s, &n, &r, &bad, &f, &c), &b, &mut load);
+        assert_eq!(sorted.good, ["d0"]);
+        assert_eq!(sorted.unknown, ["d2", "d9"]);
+        assert_eq!(sorted.maint_live, ["d3"]);
+        assert_eq!(sorted.leaving, ["d4"]);
+        assert_eq!(sorted.repair_here, ["d5", "d6"]);
+        assert_eq!(sorted.lost, ["d1"]);
+        assert_eq!(load["d0"].listed, 1);
+        assert!(!load.contains_key("d9"), "an unknown datanode has no load");
+    }
+
+    #[test]
+    fn maintenance_counts_only_while_enough_others_are_live() {
+        let c = cfg();
+        let mut r = Sorted {
+            good: vec!["d0"],
+            maint_live: vec!["d1"],
+            maint_away: vec!["d2"],
+            ..Default::default()
+        };
+        assert_eq!(r.maintenance_counted(&c, 3), 2);
+        r.maint_live.clear();
+        assert_eq!(r.maintenance_counted(&c, 3), 0);
+    }
+
+    #[test]
+    fn a_reported_copy_is_adopted_only_when_needed_and_on_a_node_of_its_own() {
+        let mut n = nodes(5);
+        // d4 runs on d0's node.
+        n.get_mut("d4").unwrap().node_name = "n0".into();
+        let b = block(1, &["d0", "d1"]);
+        let s = snap(vec![b.clone()]);
+        let r = reports(&[("d2", &[1]), ("d3", &[1]), ("d4", &[1])]);
+        let (bad, f, c) = (BadReplicas::new(), HashMap::new(), cfg());
+        let inp = input(&s, &n, &r, &bad, &f, &c);
+        let mut names: HashSet<&str> = ["n0", "n1"].into();
+        let got = adopt_reported(&inp, &b, 2, &mut names);
+        assert_eq!(got.adopted.len(), 1, "one copy makes three");
+        assert!(!got.adopted.contains(&"d4"), "never beside another replica");
+        let other = if got.adopted[0] == "d2" { "d3" } else { "d2" };
+        assert!(got.extra.contains(&other), "the copy not needed is extra");
+    }
+
+    #[test]
+    fn a_copy_goes_in_place_first_and_waits_for_busy_datanodes() {
+        let n = nodes(5);
+        let b = block(1, &["d0", "d1", "d2"]);
+        let s = snap(vec![b.clone()]);
+        let r = reports(&[]);
+        let (bad, f, c) = (BadReplicas::new(), HashMap::new(), cfg());
+        let inp = input(&s, &n, &r, &bad, &f, &c);
+        let names: HashSet<&str> = ["n0", "n1"].into();
+        let sorted = Sorted {
+            good: vec!["d0", "d1"],
+            repair_here: vec!["d2"],
+            ..Default::default()
+        };
+        let src = || vec!["d0".to_string(), "d1".to_string()];
+        let mut busy = HashMap::new();
+        let copy = choose_copy(&inp, &b, &sorted, &names, src(), &mut busy).unwrap();
+        assert_eq!((copy.target.as_str(), copy.in_place), ("d2", true));
+        assert_eq!((busy["d0"], busy["d2"]), (1, 1));
+        // The source at its limit: no copy now.
+        busy.insert("d0".into(), c.limit);
+        assert!(choose_copy(&inp, &b, &sorted, &names, src(), &mut busy).is_none());
+        // Elsewhere: a datanode on a node holding no replica.
+        let sorted = Sorted {
+            good: vec!["d0", "d1"],
+            ..Default::default()
+        };
+        let mut busy = HashMap::new();
+        let copy = choose_copy(&inp, &b, &sorted, &names, src(), &mut busy).unwrap();
+        assert!(["d3", "d4"].contains(&copy.target.as_str()), "{copy:?}");
+        assert!(!copy.in_place);
+    }
+
+    #[test]
+    fn trimming_keeps_the_wanted_healthy_replicas_and_deletes_the_rest() {
+        let b = block(1, &["d0", "d1", "d2", "d3", "d4"]);
+        let sorted = Sorted {
+            good: vec!["d0", "d1", "d2", "d3"],
+            lost: vec!["d4"],
+            ..Default::default()
+        };
+        let mut status = ReplicationStatusResponse::default();
+        let u = trim(&b, &sorted, &[], &mut status).unwrap();
+        assert_eq!(u.new.len(), 3);
+        assert_eq!(u.delete_on.len(), 2, "one excess and one lost: {u:?}");
+        assert!(u.delete_on.contains(&"d4".to_string()));
+        assert_eq!(status.over_replicated, 1);
+        // Exactly the wanted replicas: nothing changes.
+        let b = block(2, &["d0", "d1", "d2"]);
+        let sorted = Sorted {
+            good: vec!["d0", "d1", "d2"],
+            ..Default::default()
+        };
+        assert!(trim(&b, &sorted, &[], &mut status).is_none());
+        assert_eq!(status.healthy, 1);
+    }
+
+    #[test]
+    fn orphans_are_only_old_unreferenced_replicas_with_no_copy_under_way() {
+        let n = nodes(3);
+        let mut s = snap(vec![block(1, &["d0"])]);
+        s.allocated_below = 10;
+        // 1: referenced; 5: no key knows it; 6: a copy under way; 20: newer
+        // than the snapshot.
+        let r = reports(&[("d1", &[1, 5, 6, 20])]);
+        let f: HashMap<BlockKey, String> = [((1, 6), "d1".to_string())].into();
+        let (bad, c) = (BadReplicas::new(), cfg());
+        let mut orphans = HashMap::new();
+        find_orphans(&input(&s, &n, &r, &bad, &f, &c), &mut orphans);
+        assert_eq!(orphans["d1"], [(1, 5)]);
+    }
+
+    #[test]
+    fn a_decommission_completes_once_nothing_needs_the_datanode() {
+        let mut n = nodes(3);
+        n.get_mut("d0").unwrap().op = OperationalState::Decommissioning;
+        n.get_mut("d1").unwrap().op = OperationalState::Decommissioning;
+        n.get_mut("d2").unwrap().op = OperationalState::Decommissioning;
+        let s = snap(vec![]);
+        let r = reports(&[]);
+        let f: HashMap<BlockKey, String> = [((1, 1), "d2".to_string())].into();
+        let (bad, c) = (BadReplicas::new(), cfg());
+        let load: HashMap<String, NodeLoad> = [(
+            "d1".to_string(),
+            NodeLoad {
+                listed: 4,
+                needed: 1,
+            },
+        )]
+        .into();
+        let done = decommissioned(&input(&s, &n, &r, &bad, &f, &c), &load);
+        assert_eq!(done, ["d0"], "d1 is still needed, d2 receives a copy");
     }
 }
 

@@ -233,22 +233,41 @@ pub fn ozone_ok(om: &str, args: &[&str]) -> String {
     text
 }
 
-/// A child process that gets SIGTERM when dropped (SIGKILL if it has not
-/// exited 30 s later): a `local up` a test started stops even when the
-/// test fails.
+/// A child process, leader of a process group of its own, whose whole
+/// group gets SIGTERM when this is dropped (and SIGKILL 30 s later, or at
+/// once when the leader has exited): a `local up` a test started stops
+/// with every process it started, even when the test fails or the leader
+/// is killed before it could stop its children.
 pub struct TermOnDrop(pub std::process::Child);
+
+impl TermOnDrop {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Self> {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0).spawn().map(Self)
+    }
+}
 
 impl Drop for TermOnDrop {
     fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        use nix::sys::signal::{Signal, killpg};
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = killpg(group, Signal::SIGTERM);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Waited for without reaping: until it is reaped below, the
+        // leader's pid (the group's id) cannot be taken by another process.
+        let exited = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
         while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
+            match waitid(Id::Pid(group), exited) {
+                Ok(WaitStatus::StillAlive) => {}
+                _ => break,
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        // The leader has stopped its children, or is gone without doing
+        // so: whatever is left of the group goes now.
+        let _ = killpg(group, Signal::SIGKILL);
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -1,14 +1,10 @@
-//! Local clusters of real processes and what tests build on them:
-//!
-//! - `local`: one OM, N datanodes and sidecars as child processes of the
-//!   `ozone` binary, all state under one directory (`ozone local up`, the
-//!   tests, the benchmarks);
-//! - `data`: deterministic test data;
-//! - `harness`: the tests' helpers over a local cluster (clients, block
-//!   files, metrics, the `ozone` command);
-//! - binary `ozone-test-child`: processes a test starts and kills (a WAL
-//!   writer that hsyncs and waits to be SIGKILLed).
+//! The test kit, a dev-dependency only: the tests' helpers over a local
+//! cluster (`harness`: clients, block files, metrics, the `ozone` command,
+//! process groups stopped on drop), the cluster itself and its data
+//! re-exported from `ozone-local`, and binary `ozone-test-child`: processes
+//! a test starts and kills (a WAL writer that hsyncs and waits to be
+//! SIGKILLed).
 
-pub mod data;
 pub mod harness;
-pub mod local;
+pub use ozone_local as local;
+pub use ozone_local::data;

@@ -61,7 +61,7 @@ static READY: OnceLock<bool> = OnceLock::new();
 
 /// Installs the SIGBUS handler once; false if it could not be installed
 /// (then reads use `pread`).
-pub fn install() -> bool {
+pub(crate) fn install() -> bool {
     *READY.get_or_init(|| {
         // SAFETY: sysconf and sigaction with valid pointers. The previous
         // action is saved (in a OnceLock, read by the handler with one
@@ -98,7 +98,7 @@ pub fn install() -> bool {
 
 /// The system's page size (the unit in which a truncated file's pages
 /// fault), once [`install`] succeeded; 4096 before.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     PREVIOUS.get().map_or(4096, |i| i.page)
 }
 
@@ -194,7 +194,7 @@ fn default_action(sig: c_int) {
 }
 
 /// A read-only shared mapping of a whole block file.
-pub struct Mapping {
+pub(crate) struct Mapping {
     ptr: *const u8,
     len: usize,
     /// A read faulted: zero pages replaced some of the file's; set by the
@@ -209,7 +209,7 @@ unsafe impl Sync for Mapping {}
 
 /// Why a mapped read gave nothing.
 #[derive(Debug)]
-pub enum MappedError {
+pub(crate) enum MappedError {
     /// A page of the file was gone (truncated) or unreadable (I/O error).
     Fault,
 }
@@ -217,7 +217,7 @@ pub enum MappedError {
 impl Mapping {
     /// Maps `len` bytes of `file`; `None` when empty or refused (the reads
     /// of that block then use `pread`).
-    pub fn new(file: &File, len: u64) -> Option<Self> {
+    pub(crate) fn new(file: &File, len: u64) -> Option<Self> {
         let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
         // SAFETY: a fresh read-only shared mapping of an open descriptor;
         // nothing else is placed at the address the kernel picks.
@@ -239,7 +239,7 @@ impl Mapping {
     }
 
     /// Whether a read of the mapping faulted (it holds zero pages).
-    pub fn damaged(&self) -> bool {
+    pub(crate) fn damaged(&self) -> bool {
         self.damaged.load(Ordering::SeqCst)
     }
 
@@ -250,7 +250,7 @@ impl Mapping {
     ///
     /// `f` must only read the slice (copy, checksum): it sees the file's
     /// bytes as they are at each access.
-    pub fn read_guarded<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, MappedError> {
+    pub(crate) fn read_guarded<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, MappedError> {
         if self.damaged() {
             return Err(MappedError::Fault);
         }

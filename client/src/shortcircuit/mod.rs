@@ -14,7 +14,7 @@
 //! interval; reads then use gRPC.
 
 pub(crate) mod cache;
-pub mod conn;
+pub(crate) mod conn;
 pub(crate) mod mapped;
 pub(crate) mod pread;
 
@@ -51,7 +51,7 @@ pub struct ScConfig {
 
 /// Short-circuit counters.
 #[derive(Debug, Default)]
-pub struct ScStats {
+pub(crate) struct ScStats {
     /// Bytes read through short-circuit.
     pub bytes: Counter,
     /// Of those, bytes copied out of a mapping.
@@ -71,7 +71,7 @@ pub struct ScStats {
 }
 
 /// An open block: its descriptor, checksums and guarding slot.
-pub struct ScBlock {
+pub(crate) struct ScBlock {
     conn: Arc<DnConn>,
     slot: u32,
     id: BlockId,
@@ -107,23 +107,23 @@ impl Drop for ScBlock {
 /// one descriptor per block, as HDFS input streams hold their current
 /// block's replica; one the cache let go is replaced at the next read.
 #[derive(Default)]
-pub struct HeldBlock(arc_swap::ArcSwapOption<ScBlock>);
+pub(crate) struct HeldBlock(arc_swap::ArcSwapOption<ScBlock>);
 
 impl ScBlock {
     /// Whether the datanode still vouches for this descriptor.
     #[inline]
-    pub fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         self.conn
             .slot_valid(self.slot, self.id.container_id, self.id.local_id)
     }
 
     /// The datanode that handed over the descriptor.
-    pub fn datanode_id(&self) -> &str {
+    pub(crate) fn datanode_id(&self) -> &str {
         &self.conn.datanode_id
     }
 
     /// Block length.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.sums.size()
     }
 }
@@ -131,7 +131,7 @@ impl ScBlock {
 use ozone_common::block_key::BlockKey as Key;
 
 /// The short-circuit state of one client.
-pub struct ShortCircuit {
+pub(crate) struct ShortCircuit {
     cfg: ScConfig,
     client_name: String,
     /// Local datanodes by id (foldhash: looked up on every read).
@@ -148,7 +148,7 @@ pub struct ShortCircuit {
 
 impl ShortCircuit {
     /// Short-circuit state for a client named `client_name`.
-    pub fn new(cfg: ScConfig, client_name: String) -> Self {
+    pub(crate) fn new(cfg: ScConfig, client_name: String) -> Self {
         let cfg_cache_size = cfg.cache_size;
         Self {
             cfg,
@@ -164,7 +164,7 @@ impl ShortCircuit {
 
     /// Connects to every datanode socket in the directory (once, or again
     /// after a back-off); returns the ids of the local datanodes.
-    pub async fn discover(&self) -> Vec<String> {
+    pub(crate) async fn discover(&self) -> Vec<String> {
         let _scan = self.scanning.lock().await;
         let due = {
             let mut next = self.next_scan.lock().expect("lock");
@@ -210,7 +210,7 @@ impl ShortCircuit {
     }
 
     /// Whether datanode `id` is known to be local (without scanning).
-    pub fn is_local(&self, id: &str) -> bool {
+    pub(crate) fn is_local(&self, id: &str) -> bool {
         self.conns
             .read()
             .expect("lock")
@@ -221,7 +221,7 @@ impl ShortCircuit {
     /// Whether datanode `id` can serve short-circuit now; rescans the
     /// socket directory (at most once per back-off interval) when its
     /// connection is gone, e.g. after a datanode restart.
-    pub async fn usable(&self, id: &str) -> bool {
+    pub(crate) async fn usable(&self, id: &str) -> bool {
         if self.is_local(id) {
             return true;
         }
@@ -246,7 +246,7 @@ impl ShortCircuit {
 
     /// Records a fallback; socket failures disable the datanode for the
     /// back-off interval.
-    pub fn fell_back(&self, dn: &str, e: &ScError) {
+    pub(crate) fn fell_back(&self, dn: &str, e: &ScError) {
         *self
             .stats
             .fallbacks
@@ -355,7 +355,7 @@ impl ShortCircuit {
     /// Block `id`, if a local datanode's descriptor for it is cached, still
     /// valid and not expired (a stale entry is dropped). Reads that find one
     /// need no datanode lookup: it is local by construction.
-    pub fn cached_open(&self, id: &BlockId) -> Option<Arc<ScBlock>> {
+    pub(crate) fn cached_open(&self, id: &BlockId) -> Option<Arc<ScBlock>> {
         let b = self.cached(ozone_common::block_key::key_of(id))?;
         if !self.fresh(&b) {
             return None;
@@ -370,7 +370,7 @@ impl ShortCircuit {
     /// read. A read that found the descriptor truncated or invalidated is
     /// recorded as a fallback here (the caller opens the block anew); any
     /// other error is left to the caller, who meets it again.
-    pub fn read_held(
+    pub(crate) fn read_held(
         &self,
         held: &HeldBlock,
         id: &BlockId,
@@ -418,7 +418,7 @@ impl ShortCircuit {
 
     /// The open block `id` on local datanode `dn`, from the cache or the
     /// datanode.
-    pub async fn open(
+    pub(crate) async fn open(
         &self,
         dn: &str,
         id: &BlockId,
@@ -466,7 +466,7 @@ impl ShortCircuit {
     /// `pread` (one `preadv` of the covering windows, checked where they
     /// land: see [`pread::read_verified`]). Data is returned only if the
     /// block is still valid after the read.
-    pub fn read(
+    pub(crate) fn read(
         &self,
         b: &ScBlock,
         offset: u64,
@@ -531,7 +531,7 @@ impl ShortCircuit {
     }
 
     /// Cached descriptors.
-    pub fn cached_blocks(&self) -> usize {
+    pub(crate) fn cached_blocks(&self) -> usize {
         self.cache.read().expect("lock").len()
     }
 }

@@ -31,7 +31,7 @@ impl TlsConnector {
 }
 
 /// A connection a [`TlsConnector`] made.
-pub type ClientConn = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+pub(super) type ClientConn = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

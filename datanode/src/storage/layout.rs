@@ -10,7 +10,7 @@ use super::error::{StorageError, io_err};
 
 /// The data directories of one datanode.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub(crate) struct Layout {
     data_dirs: Vec<PathBuf>,
 }
 
@@ -18,7 +18,7 @@ impl Layout {
     /// The layout over `data_dirs`, creating their `containers` directories
     /// (0700: block files are the datanode's alone; readers get their
     /// descriptors through the short-circuit socket, never their paths).
-    pub fn create(data_dirs: Vec<PathBuf>) -> Result<Self, StorageError> {
+    pub(crate) fn create(data_dirs: Vec<PathBuf>) -> Result<Self, StorageError> {
         use std::os::unix::fs::PermissionsExt;
         if data_dirs.is_empty() {
             return Err(StorageError::Invalid("no data directory configured".into()));
@@ -34,7 +34,7 @@ impl Layout {
     }
 
     /// Path of a block's file.
-    pub fn block_path(&self, id: &BlockId) -> PathBuf {
+    pub(crate) fn block_path(&self, id: &BlockId) -> PathBuf {
         let dir = &self.data_dirs[(id.container_id % self.data_dirs.len() as u64) as usize];
         dir.join("containers")
             .join(id.container_id.to_string())
@@ -43,7 +43,7 @@ impl Layout {
     }
 
     /// Capacity of the first data directory's file system.
-    pub fn capacity_bytes(&self) -> u64 {
+    pub(crate) fn capacity_bytes(&self) -> u64 {
         nix::sys::statvfs::statvfs(self.first())
             .map(|s| s.blocks() * s.fragment_size())
             .unwrap_or(0)

@@ -14,13 +14,13 @@ use ozone_common::block_key::BlockKey;
 const BLOCKS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("blocks");
 
 /// The committed-block table.
-pub struct MetaTable {
+pub(crate) struct MetaTable {
     db: redb::Database,
 }
 
 impl MetaTable {
     /// Opens (or creates) the table in `metadata_dir`.
-    pub fn open(metadata_dir: &Path) -> Result<Self, StorageError> {
+    pub(crate) fn open(metadata_dir: &Path) -> Result<Self, StorageError> {
         std::fs::create_dir_all(metadata_dir).map_err(io_err(metadata_dir))?;
         let db = redb::Database::create(metadata_dir.join("datanode.redb")).map_err(meta_err)?;
         let txn = db.begin_write().map_err(meta_err)?;
@@ -30,7 +30,7 @@ impl MetaTable {
     }
 
     /// Calls `f` with every committed block.
-    pub fn for_each(&self, mut f: impl FnMut(BlockData)) -> Result<(), StorageError> {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(BlockData)) -> Result<(), StorageError> {
         let txn = self.db.begin_read().map_err(meta_err)?;
         let t = txn.open_table(BLOCKS).map_err(meta_err)?;
         for row in t.iter().map_err(meta_err)? {
@@ -41,7 +41,7 @@ impl MetaTable {
     }
 
     /// The committed block `key`, if any.
-    pub fn get(&self, key: BlockKey) -> Result<Option<BlockData>, StorageError> {
+    pub(crate) fn get(&self, key: BlockKey) -> Result<Option<BlockData>, StorageError> {
         let txn = self.db.begin_read().map_err(meta_err)?;
         let t = txn.open_table(BLOCKS).map_err(meta_err)?;
         match t.get(key).map_err(meta_err)? {
@@ -51,7 +51,7 @@ impl MetaTable {
     }
 
     /// Records a committed block durably (fsynced when this returns).
-    pub fn insert(&self, key: BlockKey, block: &BlockData) -> Result<(), StorageError> {
+    pub(crate) fn insert(&self, key: BlockKey, block: &BlockData) -> Result<(), StorageError> {
         let txn = self.db.begin_write().map_err(meta_err)?;
         {
             let mut t = txn.open_table(BLOCKS).map_err(meta_err)?;
@@ -62,7 +62,7 @@ impl MetaTable {
     }
 
     /// Removes blocks in one transaction; returns the bytes they held.
-    pub fn remove(&self, keys: &[BlockKey]) -> Result<u64, StorageError> {
+    pub(crate) fn remove(&self, keys: &[BlockKey]) -> Result<u64, StorageError> {
         let txn = self.db.begin_write().map_err(meta_err)?;
         let mut freed = 0u64;
         {

@@ -4,11 +4,11 @@
 //! changes waiting for the next replica report ([`report`]). Block
 //! checksums are checked with `ozone_common::integrity`.
 
-pub mod error;
-pub mod layout;
-pub mod meta;
-pub mod report;
-pub mod store;
+pub(crate) mod error;
+pub(crate) mod layout;
+pub(crate) mod meta;
+pub(crate) mod report;
+pub(crate) mod store;
 
-pub use error::StorageError;
-pub use store::{BlockStore, LocalReplica, ScanOutcome};
+pub(crate) use error::StorageError;
+pub(crate) use store::{BlockStore, LocalReplica, ScanOutcome};

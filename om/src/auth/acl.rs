@@ -8,27 +8,27 @@ use std::fmt;
 
 /// A set of rights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Rights(u8);
+pub(crate) struct Rights(u8);
 
 impl Rights {
     /// No right.
-    pub const NONE: Rights = Rights(0);
+    pub(crate) const NONE: Rights = Rights(0);
     /// Read keys and volume/bucket info.
-    pub const READ: Rights = Rights(1);
+    pub(crate) const READ: Rights = Rights(1);
     /// Write keys.
-    pub const WRITE: Rights = Rights(1 << 1);
+    pub(crate) const WRITE: Rights = Rights(1 << 1);
     /// Create buckets in a volume.
-    pub const CREATE: Rights = Rights(1 << 2);
+    pub(crate) const CREATE: Rights = Rights(1 << 2);
     /// List keys, or buckets of a volume.
-    pub const LIST: Rights = Rights(1 << 3);
+    pub(crate) const LIST: Rights = Rights(1 << 3);
     /// Delete keys, or the bucket or volume itself.
-    pub const DELETE: Rights = Rights(1 << 4);
+    pub(crate) const DELETE: Rights = Rights(1 << 4);
     /// Read the ACL.
-    pub const READ_ACL: Rights = Rights(1 << 5);
+    pub(crate) const READ_ACL: Rights = Rights(1 << 5);
     /// Change the ACL and quotas.
-    pub const WRITE_ACL: Rights = Rights(1 << 6);
+    pub(crate) const WRITE_ACL: Rights = Rights(1 << 6);
     /// Every right.
-    pub const ALL: Rights = Rights(0x7f);
+    pub(crate) const ALL: Rights = Rights(0x7f);
 
     const LETTERS: [(char, Rights); 7] = [
         ('r', Rights::READ),
@@ -41,22 +41,22 @@ impl Rights {
     ];
 
     /// Whether every right of `other` is in `self`.
-    pub fn contains(self, other: Rights) -> bool {
+    pub(crate) fn contains(self, other: Rights) -> bool {
         self.0 & other.0 == other.0
     }
 
     /// Both sets together.
-    pub fn union(self, other: Rights) -> Rights {
+    pub(crate) fn union(self, other: Rights) -> Rights {
         Rights(self.0 | other.0)
     }
 
     /// `self` without `other`.
-    pub fn minus(self, other: Rights) -> Rights {
+    pub(crate) fn minus(self, other: Rights) -> Rights {
         Rights(self.0 & !other.0)
     }
 
     /// Parses Ozone's letters (`rw`, `a`, `n`, or names such as `READ`).
-    pub fn parse(s: &str) -> Result<Rights, String> {
+    pub(crate) fn parse(s: &str) -> Result<Rights, String> {
         if s.is_empty() {
             return Err("no rights given".into());
         }
@@ -117,7 +117,7 @@ impl fmt::Display for Rights {
 
 /// Whom an entry is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// One identity, `namespace/serviceaccount`.
     User(String),
     /// Every service account of a namespace.
@@ -128,7 +128,7 @@ pub enum Subject {
 
 /// One entry of an ACL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AclEntry {
+pub(crate) struct AclEntry {
     /// Whom it is for.
     pub subject: Subject,
     /// What it grants.
@@ -138,7 +138,7 @@ pub struct AclEntry {
 impl AclEntry {
     /// Parses `user:ns/sa:rw`, `group:ns:r`, `world::l` (Ozone's form; a
     /// trailing `[ACCESS]` scope is accepted).
-    pub fn parse(s: &str) -> Result<AclEntry, String> {
+    pub(crate) fn parse(s: &str) -> Result<AclEntry, String> {
         let s = s.trim();
         let body = s.strip_suffix("[ACCESS]").unwrap_or(s);
         let mut parts = body.splitn(3, ':');
@@ -190,7 +190,7 @@ impl fmt::Display for AclEntry {
 }
 
 /// Checks an identity's form: `namespace/serviceaccount`.
-pub fn check_identity(name: &str) -> Result<(), String> {
+pub(crate) fn check_identity(name: &str) -> Result<(), String> {
     match name.split_once('/') {
         Some((ns, sa))
             if !ns.is_empty()
@@ -208,14 +208,14 @@ pub fn check_identity(name: &str) -> Result<(), String> {
 }
 
 /// Parses stored or requested entries.
-pub fn parse_all(entries: &[String]) -> Result<Vec<AclEntry>, String> {
+pub(crate) fn parse_all(entries: &[String]) -> Result<Vec<AclEntry>, String> {
     entries.iter().map(|e| AclEntry::parse(e)).collect()
 }
 
 /// Applies `op` with `given` to `current`: set replaces, add merges rights
 /// into the entry of the same subject, remove takes rights away (entries
 /// left with none are dropped).
-pub fn apply(current: &[AclEntry], op: AclChange, given: &[AclEntry]) -> Vec<AclEntry> {
+pub(crate) fn apply(current: &[AclEntry], op: AclChange, given: &[AclEntry]) -> Vec<AclEntry> {
     match op {
         AclChange::Set => given
             .iter()
@@ -248,7 +248,7 @@ pub fn apply(current: &[AclEntry], op: AclChange, given: &[AclEntry]) -> Vec<Acl
 
 /// How an ACL changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AclChange {
+pub(crate) enum AclChange {
     /// Replace every entry.
     Set,
     /// Add rights.
@@ -258,7 +258,7 @@ pub enum AclChange {
 }
 
 /// The rights `entries` give the identity `user` (namespace/serviceaccount).
-pub fn granted(entries: &[AclEntry], user: &str) -> Rights {
+pub(crate) fn granted(entries: &[AclEntry], user: &str) -> Rights {
     let ns = user.split_once('/').map(|(ns, _)| ns).unwrap_or("");
     entries
         .iter()

@@ -8,7 +8,7 @@
 //! `namespace/serviceaccount`; admins are named by `ozone.administrators`
 //! and `ozone.administrators.groups`.
 
-pub mod acl;
+pub(crate) mod acl;
 mod review;
 mod static_tokens;
 
@@ -20,12 +20,12 @@ use ozone_common::token::TokenSigner;
 use sha2::{Digest, Sha256};
 use tonic::Status;
 
-pub use review::TokenReviewer;
-pub use static_tokens::StaticTokens;
+pub(crate) use review::TokenReviewer;
+pub(crate) use static_tokens::StaticTokens;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// Security is off: anyone may do anything.
     Open,
     /// A client: `namespace/serviceaccount`.
@@ -36,7 +36,7 @@ pub enum Caller {
 
 impl Caller {
     /// The identity of a client (`namespace/serviceaccount`), if it is one.
-    pub fn user(&self) -> Option<&str> {
+    pub(crate) fn user(&self) -> Option<&str> {
         match self {
             Caller::User(u) => Some(u),
             _ => None,
@@ -55,7 +55,7 @@ impl std::fmt::Display for Caller {
 }
 
 /// Where client tokens are checked.
-pub enum TokenSource {
+pub(crate) enum TokenSource {
     /// A file of `token,namespace/serviceaccount[,expiry]` lines.
     File(StaticTokens),
     /// The Kubernetes API server's TokenReview.
@@ -63,7 +63,7 @@ pub enum TokenSource {
 }
 
 /// What answers "who is this?".
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     source: TokenSource,
     service: TokenSigner,
     admins: Vec<String>,
@@ -78,7 +78,7 @@ const MAX_CACHE: Duration = Duration::from_secs(600);
 impl Authenticator {
     /// Checks clients with `source`, datanodes with `service` (the cluster
     /// secret); `admins` are identities, `admin_groups` namespaces.
-    pub fn new(
+    pub(crate) fn new(
         source: TokenSource,
         service: TokenSigner,
         admins: Vec<String>,
@@ -94,7 +94,10 @@ impl Authenticator {
     }
 
     /// The caller of a request with `metadata`.
-    pub async fn caller(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Caller, Status> {
+    pub(crate) async fn caller(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> Result<Caller, Status> {
         let Some(h) = metadata.get("authorization") else {
             return Err(Status::unauthenticated(
                 "this cluster requires credentials (ozone.security.enabled): set \
@@ -154,7 +157,7 @@ impl Authenticator {
     }
 
     /// Whether `caller` administers the cluster.
-    pub fn is_admin(&self, caller: &Caller) -> bool {
+    pub(crate) fn is_admin(&self, caller: &Caller) -> bool {
         match caller {
             Caller::Open => true,
             Caller::User(u) => {
@@ -169,7 +172,7 @@ impl Authenticator {
 
 /// The expiry (ms since the epoch) a JWT claims, read without checking its
 /// signature (the issuer checked it): only to bound how long it is cached.
-pub fn jwt_expiry_ms(token: &str) -> Option<u64> {
+pub(crate) fn jwt_expiry_ms(token: &str) -> Option<u64> {
     use base64::Engine;
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD

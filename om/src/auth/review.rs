@@ -6,14 +6,14 @@ use kube::api::{Api, PostParams};
 use tonic::Status;
 
 /// Asks the API server who a token belongs to.
-pub struct TokenReviewer {
+pub(crate) struct TokenReviewer {
     api: Api<TokenReview>,
     audience: String,
 }
 
 impl TokenReviewer {
     /// A reviewer through `client` expecting tokens for `audience`.
-    pub fn new(client: kube::Client, audience: String) -> Self {
+    pub(crate) fn new(client: kube::Client, audience: String) -> Self {
         Self {
             api: Api::all(client),
             audience,
@@ -21,12 +21,12 @@ impl TokenReviewer {
     }
 
     /// A reviewer with the pod's in-cluster credentials (or `KUBECONFIG`).
-    pub async fn from_environment(audience: String) -> Result<Self, kube::Error> {
+    pub(crate) async fn from_environment(audience: String) -> Result<Self, kube::Error> {
         Ok(Self::new(kube::Client::try_default().await?, audience))
     }
 
     /// The identity (`namespace/serviceaccount`) of `token`, and its expiry.
-    pub async fn review(&self, token: &str) -> Result<(String, Option<u64>), Status> {
+    pub(crate) async fn review(&self, token: &str) -> Result<(String, Option<u64>), Status> {
         let req = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
@@ -68,7 +68,7 @@ impl TokenReviewer {
 }
 
 /// `system:serviceaccount:<ns>:<name>` as `ns/name`.
-pub fn service_account_identity(user: &str) -> Option<String> {
+pub(super) fn service_account_identity(user: &str) -> Option<String> {
     let rest = user.strip_prefix("system:serviceaccount:")?;
     let (ns, name) = rest.split_once(':')?;
     (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then(|| format!("{ns}/{name}"))

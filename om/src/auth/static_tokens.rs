@@ -11,7 +11,7 @@ use tonic::Status;
 use super::acl::check_identity;
 
 /// A token file, re-read when its modification time changes.
-pub struct StaticTokens {
+pub(crate) struct StaticTokens {
     path: PathBuf,
     loaded: Mutex<Option<(SystemTime, Vec<Entry>)>>,
 }
@@ -25,7 +25,7 @@ struct Entry {
 
 impl StaticTokens {
     /// Tokens of the file at `path`.
-    pub fn new(path: PathBuf) -> Self {
+    pub(crate) fn new(path: PathBuf) -> Self {
         Self {
             path,
             loaded: Mutex::new(None),
@@ -86,7 +86,7 @@ impl StaticTokens {
     }
 
     /// The identity of `token` and when it expires.
-    pub fn check(&self, token: &str) -> Result<(String, Option<u64>), Status> {
+    pub(crate) fn check(&self, token: &str) -> Result<(String, Option<u64>), Status> {
         let entries = self.entries()?;
         // Compared in full for every entry: no early exit on a prefix.
         let found = entries

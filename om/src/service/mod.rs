@@ -1,5 +1,6 @@
 //! The OM's gRPC service.
 
+use ozone_common::names::KeyPath;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -51,7 +52,7 @@ impl From<OmError> for Status {
 
 /// Settings the service needs.
 #[derive(Clone)]
-pub struct OmSettings {
+pub(crate) struct OmSettings {
     /// Block size handed to writers.
     pub block_size: u64,
     /// Block-token signer and token lifetime, when block tokens are on.
@@ -62,7 +63,7 @@ pub struct OmSettings {
 
 /// gRPC front of the OM state.
 #[derive(Clone)]
-pub struct OmService {
+pub(crate) struct OmService {
     store: Arc<OmStore>,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
@@ -86,7 +87,7 @@ fn fs_path(p: Option<FsPath>) -> Result<FsPath, Status> {
 
 impl OmService {
     /// A service over `store` and `registry`.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<OmStore>,
         registry: Arc<Registry>,
         metrics: Arc<Metrics>,
@@ -576,9 +577,7 @@ impl OzoneManager for OmService {
             )
             .await?;
         let created = self
-            .run("Mkdirs", move |s| {
-                s.fs_mkdirs(&p.volume, &p.bucket, &p.path, now_ms())
-            })
+            .run("Mkdirs", move |s| s.fs_mkdirs(KeyPath::from(&p), now_ms()))
             .await?;
         Ok(Response::new(MkdirsResponse { created }))
     }
@@ -592,9 +591,7 @@ impl OzoneManager for OmService {
             .checked_path(&who, req.into_inner().path, Rights::READ, "read files")
             .await?;
         let status = self
-            .run("GetFileStatus", move |s| {
-                s.fs_status(&p.volume, &p.bucket, &p.path)
-            })
+            .run("GetFileStatus", move |s| s.fs_status(KeyPath::from(&p)))
             .await?;
         Ok(Response::new(GetFileStatusResponse {
             status: Some(status),
@@ -616,7 +613,7 @@ impl OzoneManager for OmService {
         } as usize;
         let entries = self
             .run("ListStatus", move |s| {
-                s.fs_list(&p.volume, &p.bucket, &p.path, &r.start_after, limit)
+                s.fs_list(KeyPath::from(&p), &r.start_after, limit)
             })
             .await?;
         Ok(Response::new(ListStatusResponse { entries }))
@@ -639,7 +636,7 @@ impl OzoneManager for OmService {
         let to = r.to;
         let path = self
             .run("Rename", move |s| {
-                s.fs_rename(&p.volume, &p.bucket, &p.path, &to, now_ms())
+                s.fs_rename(KeyPath::from(&p), &to, now_ms())
             })
             .await?;
         Ok(Response::new(RenameResponse { path }))
@@ -656,7 +653,7 @@ impl OzoneManager for OmService {
             .await?;
         let recursive = r.recursive;
         self.run("DeletePath", move |s| {
-            s.fs_delete(&p.volume, &p.bucket, &p.path, recursive)
+            s.fs_delete(KeyPath::from(&p), recursive)
         })
         .await?;
         Ok(Response::new(DeletePathResponse {}))
@@ -672,7 +669,7 @@ impl OzoneManager for OmService {
             .await?;
         let sum = self
             .run("GetContentSummary", move |s| {
-                s.fs_summary(&p.volume, &p.bucket, &p.path)
+                s.fs_summary(KeyPath::from(&p))
             })
             .await?;
         Ok(Response::new(sum))
@@ -702,16 +699,13 @@ impl OzoneManager for OmService {
         let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
         let (length, recovered) = self
             .run("RecoverLease", move |s| {
-                s.fs_recover_lease(&p.volume, &p.bucket, &p.path, now_ms())
+                s.fs_recover_lease(KeyPath::from(&p), now_ms())
             })
             .await?;
         if recovered {
             tracing::info!(path = %shown, length, "lease recovered");
         }
-        Ok(Response::new(RecoverLeaseResponse {
-            closed: true,
-            length,
-        }))
+        Ok(Response::new(RecoverLeaseResponse { length }))
     }
 
     async fn is_file_closed(
@@ -723,9 +717,7 @@ impl OzoneManager for OmService {
             .checked_path(&who, req.into_inner().path, Rights::READ, "read files")
             .await?;
         let closed = self
-            .run("IsFileClosed", move |s| {
-                s.fs_is_closed(&p.volume, &p.bucket, &p.path)
-            })
+            .run("IsFileClosed", move |s| s.fs_is_closed(KeyPath::from(&p)))
             .await?;
         Ok(Response::new(IsFileClosedResponse { closed }))
     }

@@ -9,7 +9,7 @@ use super::{OmError, OmStore, bucket_key, decode};
 
 /// The owner and entries of one volume or bucket.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OwnedAcl {
+pub(crate) struct OwnedAcl {
     /// Owner identity (empty: none).
     pub owner: String,
     /// Entries as text (`user:ns/sa:rw`).
@@ -18,7 +18,7 @@ pub struct OwnedAcl {
 
 impl OmStore {
     /// The rows of `volume` and, when given, its `bucket`, as stored.
-    pub fn access_rows(
+    pub(crate) fn access_rows(
         &self,
         volume: &str,
         bucket: Option<&str>,
@@ -43,7 +43,7 @@ impl OmStore {
 
     /// Replaces the entries of `volume` (or its `bucket`) with what
     /// `change` makes of the current ones, in one transaction.
-    pub fn modify_acl(
+    pub(crate) fn modify_acl(
         &self,
         volume: &str,
         bucket: Option<&str>,

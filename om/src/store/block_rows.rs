@@ -15,7 +15,7 @@ use ozone_common::block_key::{BlockKey, key_of};
 
 /// Where a block's replica list is stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum RowRef {
+pub(crate) enum RowRef {
     /// An object-store key, `volume/bucket/name`.
     Key(String),
     /// A file of a file-system bucket: (parent id, name).
@@ -24,7 +24,7 @@ pub enum RowRef {
 
 /// A committed block as the replication manager sees it.
 #[derive(Debug, Clone)]
-pub struct BlockRow {
+pub(crate) struct BlockRow {
     /// Where its replica list is stored.
     pub row: RowRef,
     /// The block.
@@ -43,7 +43,7 @@ pub struct BlockRow {
 
 /// One consistent read of everything the replication manager needs.
 #[derive(Debug, Default)]
-pub struct BlockSnapshot {
+pub(crate) struct BlockSnapshot {
     /// Every block of a committed key or file.
     pub blocks: Vec<BlockRow>,
     /// Every block the OM knows (committed, being written, awaiting deletion).
@@ -73,7 +73,7 @@ fn rows_of(row: RowRef, key: &KeyInfo, shown: String, out: &mut BlockSnapshot) {
 impl OmStore {
     /// Every committed block with its replicas, the blocks of open sessions
     /// and those awaiting deletion, in one read transaction.
-    pub fn block_snapshot(&self) -> Result<BlockSnapshot, OmError> {
+    pub(crate) fn block_snapshot(&self) -> Result<BlockSnapshot, OmError> {
         let txn = self.db.begin_read()?;
         let mut out = BlockSnapshot {
             allocated_below: txn
@@ -125,7 +125,7 @@ impl OmStore {
     /// `expected`; the replicas on `delete_on` are queued for deletion and
     /// their bad-replica records dropped. False when the row or block is gone
     /// or its replicas changed meanwhile (nothing is changed then).
-    pub fn set_replicas(
+    pub(crate) fn set_replicas(
         &self,
         row: &RowRef,
         id: &BlockId,
@@ -171,7 +171,7 @@ impl OmStore {
 
     /// Persists the operational state of datanode `id` (with its stored
     /// details, or alone before it ever registered).
-    pub fn set_operational_state(
+    pub(crate) fn set_operational_state(
         &self,
         id: &str,
         state: ozone_proto::OperationalState,
@@ -191,7 +191,7 @@ impl OmStore {
 
     /// Forgets the bad-replica record of `dn`'s replica of `id` (it was
     /// replaced or found healthy).
-    pub fn clear_bad_replica(&self, id: &BlockId, dn: &str) -> Result<(), OmError> {
+    pub(crate) fn clear_bad_replica(&self, id: &BlockId, dn: &str) -> Result<(), OmError> {
         let txn = self.write()?;
         txn.open_table(BAD_REPLICAS)?
             .remove((id.container_id, id.local_id, dn))?;
@@ -199,20 +199,20 @@ impl OmStore {
     }
 
     /// Every (block, datanode) with a bad-replica record.
-    pub fn all_bad_replicas(&self) -> Result<HashSet<(u64, u64, String)>, OmError> {
+    pub(crate) fn all_bad_replicas(&self) -> Result<crate::replication::BadReplicas, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(BAD_REPLICAS)?;
         let mut out = HashSet::new();
         for row in t.iter()? {
             let entry = row?;
             let (c, l, dn) = entry.0.value();
-            out.insert((c, l, dn.to_string()));
+            out.insert(((c, l), dn.to_string()));
         }
         Ok(out)
     }
 
     /// Queues `dn`'s replicas of `ids` for deletion (orphans, excess).
-    pub fn queue_replica_deletes(&self, dn: &str, ids: &[BlockKey]) -> Result<(), OmError> {
+    pub(crate) fn queue_replica_deletes(&self, dn: &str, ids: &[BlockKey]) -> Result<(), OmError> {
         let txn = self.write()?;
         {
             let mut t = txn.open_table(PENDING_DELETES)?;

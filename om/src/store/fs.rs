@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::ops::Bound;
 
-use ozone_common::names::fs_components;
+use ozone_common::names::{KeyPath, fs_components};
 use ozone_proto::*;
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
@@ -23,7 +23,7 @@ use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode};
 
 /// Entries purged per transaction by the background purge.
-pub const PURGE_BATCH: usize = 1000;
+pub(crate) const PURGE_BATCH: usize = 1000;
 
 /// What a name in a directory holds.
 enum Entry {
@@ -218,7 +218,7 @@ fn split_last<'a>(comps: &'a [&'a str], path: &str) -> Result<(&'a [&'a str], &'
 impl OmStore {
     /// The root directory id of a file-system bucket; `None` for an
     /// object-store bucket.
-    pub fn fs_root(&self, volume: &str, bucket: &str) -> Result<Option<u64>, OmError> {
+    pub(crate) fn fs_root(&self, volume: &str, bucket: &str) -> Result<Option<u64>, OmError> {
         let txn = self.db.begin_read()?;
         Self::check_bucket(&txn, volume, bucket)?;
         Self::root_in(&txn.open_table(BUCKETS)?, volume, bucket)
@@ -250,13 +250,12 @@ impl OmStore {
 
     /// Makes directory `path` and its missing parents; whether it was
     /// created (false: it existed).
-    pub fn fs_mkdirs(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-        now: u64,
-    ) -> Result<bool, OmError> {
+    pub(crate) fn fs_mkdirs(&self, path: KeyPath<'_>, now: u64) -> Result<bool, OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let txn = self.write()?;
@@ -425,7 +424,7 @@ impl OmStore {
     /// Whether write session `id` (of file `key`) is what writes its path
     /// now: false for an orphan whose directory was deleted (and maybe made
     /// again, with another writer of the same name in it).
-    pub fn fs_holds(&self, id: u64, key: &KeyInfo) -> Result<bool, OmError> {
+    pub(crate) fn fs_holds(&self, id: u64, key: &KeyInfo) -> Result<bool, OmError> {
         let Some(root) = self.fs_root(&key.volume, &key.bucket)? else {
             return Ok(false);
         };
@@ -518,7 +517,12 @@ impl OmStore {
     }
 
     /// The status of `path` ("" is the bucket's root).
-    pub fn fs_status(&self, volume: &str, bucket: &str, path: &str) -> Result<FileStatus, OmError> {
+    pub(crate) fn fs_status(&self, path: KeyPath<'_>) -> Result<FileStatus, OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
         let root = self.require_fs(volume, bucket)?;
         let shown = fs_components(path)
             .map_err(|e| OmError::Invalid(e.to_string()))?
@@ -538,15 +542,18 @@ impl OmStore {
 
     /// The entries of directory `path` (or the file itself) whose names
     /// sort after `start_after`, at most `limit`, by name.
-    pub fn fs_list(
+    pub(crate) fn fs_list(
         &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
+        path: KeyPath<'_>,
         start_after: &str,
         limit: usize,
     ) -> Result<Vec<FileStatus>, OmError> {
-        let status = self.fs_status(volume, bucket, path)?;
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
+        let status = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if !status.is_dir {
             return Ok(if start_after.is_empty() {
                 vec![status]
@@ -634,14 +641,17 @@ impl OmStore {
     /// parent must be a directory; an existing directory receives the
     /// source under its own name; an existing file is not replaced; a
     /// directory cannot move into itself). Returns the new path.
-    pub fn fs_rename(
+    pub(crate) fn fs_rename(
         &self,
-        volume: &str,
-        bucket: &str,
-        from: &str,
+        from: KeyPath<'_>,
         to: &str,
         now: u64,
     ) -> Result<String, OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: from,
+        } = from;
         let root = self.require_fs(volume, bucket)?;
         let fc = fs_components(from).map_err(|e| OmError::Invalid(e.to_string()))?;
         let tc = fs_components(to).map_err(|e| OmError::Invalid(e.to_string()))?;
@@ -742,13 +752,12 @@ impl OmStore {
     /// Deletes a file, an empty directory, or (with `recursive`) a
     /// directory and everything under it: the directory disappears at once,
     /// its subtree is purged in the background.
-    pub fn fs_delete(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-        recursive: bool,
-    ) -> Result<(), OmError> {
+    pub(crate) fn fs_delete(&self, path: KeyPath<'_>, recursive: bool) -> Result<(), OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
@@ -800,13 +809,16 @@ impl OmStore {
     /// that point are queued for deletion, the writer's later calls fail.
     /// Returns the length and whether the file was closed now; a file
     /// already closed is left as it is.
-    pub fn fs_recover_lease(
+    pub(crate) fn fs_recover_lease(
         &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
+        path: KeyPath<'_>,
         now: u64,
     ) -> Result<(u64, bool), OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
@@ -871,8 +883,13 @@ impl OmStore {
     }
 
     /// Whether the file at `path` is closed (not being written).
-    pub fn fs_is_closed(&self, volume: &str, bucket: &str, path: &str) -> Result<bool, OmError> {
-        let st = self.fs_status(volume, bucket, path)?;
+    pub(crate) fn fs_is_closed(&self, path: KeyPath<'_>) -> Result<bool, OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
+        let st = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if st.is_dir {
             return Err(OmError::Precondition(format!(
                 "/{volume}/{bucket}/{path} is a directory"
@@ -898,7 +915,7 @@ impl OmStore {
     /// transaction: files (blocks queued), files being written (sessions
     /// dropped), subdirectories (queued in turn). A directory leaves the
     /// queue when it has no entries left. Returns the entries purged.
-    pub fn fs_purge(&self, batch: usize) -> Result<usize, OmError> {
+    pub(crate) fn fs_purge(&self, batch: usize) -> Result<usize, OmError> {
         if self.fs_purge_pending()? == 0 {
             return Ok(0); // no write transaction for nothing
         }
@@ -986,20 +1003,20 @@ impl OmStore {
     }
 
     /// Directories still being purged.
-    pub fn fs_purge_pending(&self) -> Result<u64, OmError> {
+    pub(crate) fn fs_purge_pending(&self) -> Result<u64, OmError> {
         let txn = self.db.begin_read()?;
         Ok(txn.open_table(FS_DELETED)?.len()?)
     }
 
     /// Bytes, files and directories under `path` (a directory counts
     /// itself, as in Hadoop).
-    pub fn fs_summary(
-        &self,
-        volume: &str,
-        bucket: &str,
-        path: &str,
-    ) -> Result<ContentSummary, OmError> {
-        let status = self.fs_status(volume, bucket, path)?;
+    pub(crate) fn fs_summary(&self, path: KeyPath<'_>) -> Result<ContentSummary, OmError> {
+        let KeyPath {
+            volume,
+            bucket,
+            key: path,
+        } = path;
+        let status = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if !status.is_dir {
             return Ok(ContentSummary {
                 length: status.size,
@@ -1066,7 +1083,7 @@ mod tests {
     }
 
     fn names(s: &OmStore, dir: &str) -> Vec<String> {
-        s.fs_list("vol", "fsb", dir, "", 100)
+        s.fs_list(KeyPath::new("vol", "fsb", dir), "", 100)
             .unwrap()
             .into_iter()
             .map(|e| e.path)
@@ -1101,7 +1118,7 @@ mod tests {
         blk.length = 20;
         s.commit_key(sid, &[blk], 20, None, 3).unwrap();
         assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_bytes, 150);
-        s.fs_delete("vol", "fsb", "a", true).unwrap();
+        s.fs_delete(KeyPath::new("vol", "fsb", "a"), true).unwrap();
         // The directory goes at once, what it held as it is purged.
         assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_namespace, 7);
         while s.fs_purge(1).unwrap() > 0 {}
@@ -1113,37 +1130,56 @@ mod tests {
     fn directories_files_renames_and_deletes() {
         let d = tempfile::tempdir().unwrap();
         let s = new_bucket(d.path());
-        assert!(s.fs_mkdirs("vol", "fsb", "a/b/c", 1).unwrap());
-        assert!(!s.fs_mkdirs("vol", "fsb", "a/b", 1).unwrap());
+        assert!(s.fs_mkdirs(KeyPath::new("vol", "fsb", "a/b/c"), 1).unwrap());
+        assert!(!s.fs_mkdirs(KeyPath::new("vol", "fsb", "a/b"), 1).unwrap());
         write(&s, "a/b/c/f1", 10);
         write(&s, "a/b/f2", 5);
         assert!(matches!(
             s.open_key(&file("a/b/f2"), true, 4),
             Err(OmError::AlreadyExists(_))
         ));
-        assert!(s.fs_mkdirs("vol", "fsb", "a/b/f2/x", 1).is_err());
-        let st = s.fs_status("vol", "fsb", "a/b/c/f1").unwrap();
+        assert!(
+            s.fs_mkdirs(KeyPath::new("vol", "fsb", "a/b/f2/x"), 1)
+                .is_err()
+        );
+        let st = s.fs_status(KeyPath::new("vol", "fsb", "a/b/c/f1")).unwrap();
         assert!(!st.is_dir && !st.open && st.size == 10);
-        assert!(s.fs_status("vol", "fsb", "a/b").unwrap().is_dir);
+        assert!(
+            s.fs_status(KeyPath::new("vol", "fsb", "a/b"))
+                .unwrap()
+                .is_dir
+        );
         assert_eq!(names(&s, "a/b"), ["a/b/c", "a/b/f2"]);
 
         // A directory's rename moves its subtree with it.
-        assert_eq!(s.fs_rename("vol", "fsb", "a/b", "z", 5).unwrap(), "z");
-        assert_eq!(s.fs_status("vol", "fsb", "z/c/f1").unwrap().size, 10);
+        assert_eq!(
+            s.fs_rename(KeyPath::new("vol", "fsb", "a/b"), "z", 5)
+                .unwrap(),
+            "z"
+        );
+        assert_eq!(
+            s.fs_status(KeyPath::new("vol", "fsb", "z/c/f1"))
+                .unwrap()
+                .size,
+            10
+        );
         assert!(matches!(
-            s.fs_status("vol", "fsb", "a/b/c/f1"),
+            s.fs_status(KeyPath::new("vol", "fsb", "a/b/c/f1")),
             Err(OmError::NotFound(_))
         ));
-        assert!(s.fs_rename("vol", "fsb", "z", "z/c/inside", 6).is_err());
+        assert!(
+            s.fs_rename(KeyPath::new("vol", "fsb", "z"), "z/c/inside", 6)
+                .is_err()
+        );
         assert_eq!(names(&s, "a"), Vec::<String>::new());
 
         // A non-empty directory needs `recursive`, and stays.
-        assert!(s.fs_delete("vol", "fsb", "z", false).is_err());
-        let sum = s.fs_summary("vol", "fsb", "z").unwrap();
+        assert!(s.fs_delete(KeyPath::new("vol", "fsb", "z"), false).is_err());
+        let sum = s.fs_summary(KeyPath::new("vol", "fsb", "z")).unwrap();
         assert_eq!((sum.length, sum.file_count), (15, 2));
-        s.fs_delete("vol", "fsb", "z", true).unwrap();
+        s.fs_delete(KeyPath::new("vol", "fsb", "z"), true).unwrap();
         assert!(matches!(
-            s.fs_status("vol", "fsb", "z/f2"),
+            s.fs_status(KeyPath::new("vol", "fsb", "z/f2")),
             Err(OmError::NotFound(_))
         ));
         // The subtree is purged in batches, its blocks queued for deletion.
@@ -1163,8 +1199,15 @@ mod tests {
         let s = new_bucket(d.path());
         let sid = s.open_key(&file("wal/w1"), true, 2).unwrap();
         let mut b = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
-        assert!(!s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
-        assert!(s.fs_status("vol", "fsb", "wal/w1").unwrap().open);
+        assert!(
+            !s.fs_is_closed(KeyPath::new("vol", "fsb", "wal/w1"))
+                .unwrap()
+        );
+        assert!(
+            s.fs_status(KeyPath::new("vol", "fsb", "wal/w1"))
+                .unwrap()
+                .open
+        );
         // Another writer of the same name is refused while it is open.
         assert!(matches!(
             s.open_key(&file("wal/w1"), true, 3),
@@ -1174,11 +1217,21 @@ mod tests {
         s.hsync_key(sid, std::slice::from_ref(&b), 7, None).unwrap();
         // Lease recovery closes it at the synced length; the old writer's
         // commit is refused after that.
-        let (len, _) = s.fs_recover_lease("vol", "fsb", "wal/w1", 4).unwrap();
+        let (len, _) = s
+            .fs_recover_lease(KeyPath::new("vol", "fsb", "wal/w1"), 4)
+            .unwrap();
         assert_eq!(len, 7);
-        assert!(s.fs_is_closed("vol", "fsb", "wal/w1").unwrap());
+        assert!(
+            s.fs_is_closed(KeyPath::new("vol", "fsb", "wal/w1"))
+                .unwrap()
+        );
         assert!(s.commit_key(sid, &[b], 7, None, 5).is_err());
-        assert_eq!(s.fs_status("vol", "fsb", "wal/w1").unwrap().size, 7);
+        assert_eq!(
+            s.fs_status(KeyPath::new("vol", "fsb", "wal/w1"))
+                .unwrap()
+                .size,
+            7
+        );
     }
 
     #[test]
@@ -1187,11 +1240,17 @@ mod tests {
         {
             let s = new_bucket(d.path());
             write(&s, "x/y", 3);
-            s.fs_rename("vol", "fsb", "x", "x2", 2).unwrap();
+            s.fs_rename(KeyPath::new("vol", "fsb", "x"), "x2", 2)
+                .unwrap();
             s.sync().unwrap();
         }
         let s = store(d.path());
-        assert_eq!(s.fs_status("vol", "fsb", "x2/y").unwrap().size, 3);
+        assert_eq!(
+            s.fs_status(KeyPath::new("vol", "fsb", "x2/y"))
+                .unwrap()
+                .size,
+            3
+        );
         assert_eq!(names(&s, ""), ["x2"]);
     }
 }

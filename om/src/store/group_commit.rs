@@ -24,7 +24,7 @@ struct State {
 
 /// Tracks commits and makes them durable in groups.
 #[derive(Default)]
-pub struct GroupCommit {
+pub(super) struct GroupCommit {
     state: Mutex<State>,
     cv: Condvar,
     /// Durable commits made (each one fsync).
@@ -37,13 +37,13 @@ impl GroupCommit {
     }
 
     /// Records a commit made without durability.
-    pub fn committed(&self) {
+    pub(super) fn committed(&self) {
         self.lock().committed += 1;
     }
 
     /// Returns once every commit recorded so far is durable: either a
     /// durable commit under way covers them, or this caller makes one.
-    pub fn wait(&self, db: &Database) -> Result<(), OmError> {
+    pub(super) fn wait(&self, db: &Database) -> Result<(), OmError> {
         let mut s = self.lock();
         let target = s.committed;
         loop {

@@ -15,9 +15,9 @@
 //! - `group_commit`: one fsync for many transactions.
 
 mod acl;
-pub mod block_rows;
+pub(crate) mod block_rows;
 mod error;
-pub mod fs;
+pub(crate) mod fs;
 mod group_commit;
 mod namespace;
 mod quota;
@@ -28,7 +28,7 @@ use std::path::Path;
 use ozone_proto::{DatanodeDetails, KeyBlock};
 use prost::Message;
 
-pub use error::OmError;
+pub(crate) use error::OmError;
 use group_commit::GroupCommit;
 
 pub(crate) fn bucket_key(volume: &str, bucket: &str) -> String {
@@ -45,7 +45,7 @@ pub(crate) fn decode<M: Message + Default>(b: &[u8]) -> Result<M, OmError> {
 
 /// Replica ids of a key block (the OM stores ids; addresses are resolved
 /// at lookup).
-pub fn replica_ids(b: &KeyBlock) -> Vec<String> {
+pub(crate) fn replica_ids(b: &KeyBlock) -> Vec<String> {
     b.replicas.iter().map(|r| r.id.clone()).collect()
 }
 
@@ -57,14 +57,14 @@ pub(crate) fn id_only(id: &str) -> DatanodeDetails {
 }
 
 /// The OM database.
-pub struct OmStore {
+pub(crate) struct OmStore {
     pub(crate) db: redb::Database,
     group: GroupCommit,
 }
 
 impl OmStore {
     /// Opens or creates the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, OmError> {
+    pub(crate) fn open(path: &Path) -> Result<Self, OmError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -95,13 +95,13 @@ impl OmStore {
 
     /// Makes every commit so far durable; concurrent callers share one
     /// fsync. Every reply of the OM waits for this.
-    pub fn sync(&self) -> Result<(), OmError> {
+    pub(crate) fn sync(&self) -> Result<(), OmError> {
         self.group.wait(&self.db)
     }
 
     /// Durable commits made since start (each one fsync).
     #[cfg(test)]
-    pub fn syncs(&self) -> u64 {
+    pub(crate) fn syncs(&self) -> u64 {
         self.group.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -1,6 +1,7 @@
 //! Volumes, buckets, object-store keys and their write sessions,
 //! datanodes, blocks awaiting deletion and reported bad replicas.
 
+use ozone_common::names::KeyPath;
 use ozone_proto::{
     BlockId, BucketInfo, BucketLayout, DatanodeDetails, KeyBlock, KeyInfo, VolumeInfo,
 };
@@ -16,12 +17,12 @@ use super::{OmError, OmStore, bucket_key, decode, id_only, key_key};
 impl OmStore {
     /// Creates a volume without an owner.
     #[cfg(test)]
-    pub fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
+    pub(crate) fn create_volume(&self, name: &str, now: u64) -> Result<VolumeInfo, OmError> {
         self.create_volume_owned(name, "", now)
     }
 
     /// Creates a volume owned by `owner` (namespace/serviceaccount).
-    pub fn create_volume_owned(
+    pub(crate) fn create_volume_owned(
         &self,
         name: &str,
         owner: &str,
@@ -46,7 +47,7 @@ impl OmStore {
     }
 
     /// Every volume, by name.
-    pub fn list_volumes(&self) -> Result<Vec<VolumeInfo>, OmError> {
+    pub(crate) fn list_volumes(&self) -> Result<Vec<VolumeInfo>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(VOLUMES)?;
         let mut out = Vec::new();
@@ -58,7 +59,7 @@ impl OmStore {
 
     /// Creates a bucket in an existing volume, without an owner.
     #[cfg(test)]
-    pub fn create_bucket(
+    pub(crate) fn create_bucket(
         &self,
         volume: &str,
         name: &str,
@@ -69,7 +70,7 @@ impl OmStore {
     }
 
     /// Creates a bucket owned by `owner` in an existing volume.
-    pub fn create_bucket_owned(
+    pub(crate) fn create_bucket_owned(
         &self,
         volume: &str,
         name: &str,
@@ -109,7 +110,7 @@ impl OmStore {
     }
 
     /// Buckets of a volume.
-    pub fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>, OmError> {
+    pub(crate) fn list_buckets(&self, volume: &str) -> Result<Vec<BucketInfo>, OmError> {
         let txn = self.db.begin_read()?;
         if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
             return Err(OmError::NotFound(format!("volume /{volume}")));
@@ -151,7 +152,12 @@ impl OmStore {
     /// `exclusive` an existing key (in a file-system bucket also one being
     /// written) is an error. In a file-system bucket missing parent
     /// directories are made and the name is held until commit.
-    pub fn open_key(&self, template: &KeyInfo, exclusive: bool, now: u64) -> Result<u64, OmError> {
+    pub(crate) fn open_key(
+        &self,
+        template: &KeyInfo,
+        exclusive: bool,
+        now: u64,
+    ) -> Result<u64, OmError> {
         // The session's start, for the open-key cleanup.
         let template = &KeyInfo {
             created_ms: now,
@@ -182,7 +188,7 @@ impl OmStore {
     }
 
     /// The open session `id`.
-    pub fn session(&self, id: u64) -> Result<KeyInfo, OmError> {
+    pub(crate) fn session(&self, id: u64) -> Result<KeyInfo, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(OPEN_KEYS)?;
         match t.get(id)? {
@@ -194,7 +200,7 @@ impl OmStore {
     /// Allocates a block on `replicas` (datanode ids) for session `id`,
     /// reserves its space (see [`OmStore::reserve_block`]: `block_size`
     /// bytes, or fewer near a quota) and records it in the session.
-    pub fn allocate_block(
+    pub(crate) fn allocate_block(
         &self,
         id: u64,
         replicas: &[String],
@@ -285,7 +291,7 @@ impl OmStore {
     /// one transaction; the session's reserved space becomes the key's
     /// use. A previous key of that name and the session's unused blocks are
     /// queued for deletion.
-    pub fn commit_key(
+    pub(crate) fn commit_key(
         &self,
         id: u64,
         blocks: &[KeyBlock],
@@ -463,7 +469,7 @@ impl OmStore {
 
     /// hsync of write session `id` (a file of a file-system bucket): from
     /// now on readers see `size` bytes in `blocks`.
-    pub fn hsync_key(
+    pub(crate) fn hsync_key(
         &self,
         id: u64,
         blocks: &[KeyBlock],
@@ -503,7 +509,12 @@ impl OmStore {
     }
 
     /// A committed key (in a file-system bucket, the file at that path).
-    pub fn lookup_key(&self, volume: &str, bucket: &str, name: &str) -> Result<KeyInfo, OmError> {
+    pub(crate) fn lookup_key(
+        &self,
+        volume: &str,
+        bucket: &str,
+        name: &str,
+    ) -> Result<KeyInfo, OmError> {
         if let Some(root) = self.fs_root(volume, bucket)? {
             return self.fs_lookup(root, volume, bucket, name);
         }
@@ -517,7 +528,7 @@ impl OmStore {
     }
 
     /// Keys of a bucket whose names start with `prefix`, after `start_after`.
-    pub fn list_keys(
+    pub(crate) fn list_keys(
         &self,
         volume: &str,
         bucket: &str,
@@ -555,9 +566,9 @@ impl OmStore {
 
     /// Deletes a committed key; its blocks are queued for deletion. In a
     /// file-system bucket: a file or an empty directory.
-    pub fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<(), OmError> {
+    pub(crate) fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<(), OmError> {
         if self.fs_root(volume, bucket)?.is_some() {
-            return self.fs_delete(volume, bucket, name, false);
+            return self.fs_delete(KeyPath::new(volume, bucket, name), false);
         }
         let txn = self.write()?;
         let kk = key_key(volume, bucket, name);
@@ -575,7 +586,7 @@ impl OmStore {
     }
 
     /// Renames a key of an object-store bucket; the new name must be free.
-    pub fn rename_key(
+    pub(crate) fn rename_key(
         &self,
         volume: &str,
         bucket: &str,
@@ -584,7 +595,11 @@ impl OmStore {
     ) -> Result<(), OmError> {
         if self.fs_root(volume, bucket)?.is_some() {
             return self
-                .fs_rename(volume, bucket, from, to, ozone_common::now_ms())
+                .fs_rename(
+                    KeyPath::new(volume, bucket, from),
+                    to,
+                    ozone_common::now_ms(),
+                )
                 .map(|_| ());
         }
         let txn = self.write()?;
@@ -607,7 +622,7 @@ impl OmStore {
     }
 
     /// Stores (or replaces) a datanode's details.
-    pub fn put_datanode(&self, dn: &DatanodeDetails) -> Result<(), OmError> {
+    pub(crate) fn put_datanode(&self, dn: &DatanodeDetails) -> Result<(), OmError> {
         let txn = self.write()?;
         txn.open_table(DATANODES)?
             .insert(dn.id.as_str(), dn.encode_to_vec().as_slice())?;
@@ -616,7 +631,7 @@ impl OmStore {
     }
 
     /// Every datanode ever registered.
-    pub fn datanodes(&self) -> Result<Vec<DatanodeDetails>, OmError> {
+    pub(crate) fn datanodes(&self) -> Result<Vec<DatanodeDetails>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(DATANODES)?;
         let mut out = Vec::new();
@@ -627,7 +642,7 @@ impl OmStore {
     }
 
     /// Up to `limit` blocks awaiting deletion on datanode `dn`.
-    pub fn pending_deletes(&self, dn: &str, limit: usize) -> Result<Vec<BlockId>, OmError> {
+    pub(crate) fn pending_deletes(&self, dn: &str, limit: usize) -> Result<Vec<BlockId>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(PENDING_DELETES)?;
         let mut out = Vec::new();
@@ -647,7 +662,7 @@ impl OmStore {
     }
 
     /// Datanode ids with blocks awaiting deletion.
-    pub fn datanodes_with_pending_deletes(&self) -> Result<Vec<String>, OmError> {
+    pub(crate) fn datanodes_with_pending_deletes(&self) -> Result<Vec<String>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(PENDING_DELETES)?;
         let mut out: Vec<String> = Vec::new();
@@ -662,7 +677,7 @@ impl OmStore {
     }
 
     /// Removes blocks a datanode confirmed deleted.
-    pub fn confirm_deletes(&self, dn: &str, ids: &[BlockId]) -> Result<(), OmError> {
+    pub(crate) fn confirm_deletes(&self, dn: &str, ids: &[BlockId]) -> Result<(), OmError> {
         let txn = self.write()?;
         {
             let mut t = txn.open_table(PENDING_DELETES)?;
@@ -675,7 +690,7 @@ impl OmStore {
     }
 
     /// Records that `dn`'s replica of `block` is bad.
-    pub fn record_bad_replica(
+    pub(crate) fn record_bad_replica(
         &self,
         block: &BlockId,
         dn: &str,
@@ -689,7 +704,7 @@ impl OmStore {
     }
 
     /// Datanode ids with a bad replica of `block`.
-    pub fn bad_replicas(&self, block: &BlockId) -> Result<Vec<String>, OmError> {
+    pub(crate) fn bad_replicas(&self, block: &BlockId) -> Result<Vec<String>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(BAD_REPLICAS)?;
         let (c, l) = (block.container_id, block.local_id);
@@ -701,7 +716,7 @@ impl OmStore {
     }
 
     /// Open sessions, oldest first: (session id, key).
-    pub fn sessions(&self) -> Result<Vec<(u64, KeyInfo)>, OmError> {
+    pub(crate) fn sessions(&self) -> Result<Vec<(u64, KeyInfo)>, OmError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(OPEN_KEYS)?;
         let mut out = Vec::new();
@@ -713,7 +728,7 @@ impl OmStore {
     }
 
     /// Drops an abandoned session; its blocks are queued for deletion.
-    pub fn abort_session(&self, id: u64) -> Result<(), OmError> {
+    pub(crate) fn abort_session(&self, id: u64) -> Result<(), OmError> {
         let txn = self.write()?;
         let removed: Option<KeyInfo> = {
             let mut t = txn.open_table(OPEN_KEYS)?;

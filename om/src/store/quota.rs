@@ -265,7 +265,7 @@ impl OmStore {
     }
 
     /// A volume with its use: the bytes of its buckets and their number.
-    pub fn get_volume(&self, volume: &str) -> Result<VolumeInfo, OmError> {
+    pub(crate) fn get_volume(&self, volume: &str) -> Result<VolumeInfo, OmError> {
         let txn = self.db.begin_read()?;
         let mut v: VolumeInfo = match txn.open_table(VOLUMES)?.get(volume)? {
             Some(v) => decode(v.value())?,
@@ -279,7 +279,7 @@ impl OmStore {
     }
 
     /// A bucket with its quotas and use.
-    pub fn get_bucket(&self, volume: &str, bucket: &str) -> Result<BucketInfo, OmError> {
+    pub(crate) fn get_bucket(&self, volume: &str, bucket: &str) -> Result<BucketInfo, OmError> {
         let txn = self.db.begin_read()?;
         if txn.open_table(VOLUMES)?.get(volume)?.is_none() {
             return Err(OmError::NotFound(format!("volume /{volume}")));
@@ -292,7 +292,7 @@ impl OmStore {
     }
 
     /// Deletes a volume without buckets.
-    pub fn delete_volume(&self, volume: &str) -> Result<(), OmError> {
+    pub(crate) fn delete_volume(&self, volume: &str) -> Result<(), OmError> {
         let txn = self.write()?;
         {
             let buckets = txn.open_table(BUCKETS)?;
@@ -312,7 +312,7 @@ impl OmStore {
 
     /// Deletes a bucket without keys, files, directories or writes in
     /// progress.
-    pub fn delete_bucket(&self, volume: &str, bucket: &str) -> Result<(), OmError> {
+    pub(crate) fn delete_bucket(&self, volume: &str, bucket: &str) -> Result<(), OmError> {
         let b = self.get_bucket(volume, bucket)?;
         let k = bucket_key(volume, bucket);
         let txn = self.write()?;
@@ -355,7 +355,7 @@ impl OmStore {
     /// Sets (`Some(n)`, 0 clears) the space and namespace quotas of a
     /// volume (`bucket` empty) or bucket. A quota below the current use is
     /// refused.
-    pub fn set_quota(
+    pub(crate) fn set_quota(
         &self,
         volume: &str,
         bucket: &str,
@@ -487,6 +487,7 @@ impl OmStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ozone_common::names::KeyPath;
     use ozone_proto::{BucketLayout, KeyBlock};
 
     /// The block size allocations reserve in these tests.
@@ -642,14 +643,14 @@ mod tests {
         s.create_bucket("v", "fs", BucketLayout::FileSystemOptimized, 1)
             .unwrap();
         put(&s, "k", 1).unwrap();
-        s.fs_mkdirs("v", "fs", "d", 1).unwrap();
+        s.fs_mkdirs(KeyPath::new("v", "fs", "d"), 1).unwrap();
         let e = s.delete_volume("v").unwrap_err().to_string();
         assert!(e.contains("2 bucket(s)"), "{e}");
         assert!(s.delete_bucket("v", "b").is_err());
         assert!(s.delete_bucket("v", "fs").is_err());
         s.delete_key("v", "b", "k").unwrap();
         s.delete_bucket("v", "b").unwrap();
-        s.fs_delete("v", "fs", "d", false).unwrap();
+        s.fs_delete(KeyPath::new("v", "fs", "d"), false).unwrap();
         assert_eq!(s.get_bucket("v", "fs").unwrap().used_namespace, 0);
         s.delete_bucket("v", "fs").unwrap();
         s.delete_volume("v").unwrap();

@@ -51,7 +51,7 @@ pub(crate) struct Context<'a> {
 
 impl<'a> Context<'a> {
     /// The context of cluster `c` (validated).
-    pub fn new(c: &'a OzoneCluster, env: &Environment) -> Result<Self, BuildError> {
+    pub(crate) fn new(c: &'a OzoneCluster, env: &Environment) -> Result<Self, BuildError> {
         let name = c.metadata.name.clone().ok_or(BuildError::Missing("name"))?;
         let ns = c
             .metadata
@@ -155,7 +155,7 @@ impl<'a> Context<'a> {
     }
 
     /// The ConfigMap holding `ozone.conf`.
-    pub fn config_map(&self) -> ConfigMap {
+    pub(crate) fn config_map(&self) -> ConfigMap {
         ConfigMap {
             metadata: meta(self.c, format!("{}-config", self.name), "config"),
             data: Some(BTreeMap::from([("ozone.conf".into(), self.conf.clone())])),
@@ -164,7 +164,7 @@ impl<'a> Context<'a> {
     }
 
     /// Pod-template metadata of `component`: labels and the config hash.
-    pub fn template_meta(&self, component: &str) -> ObjectMeta {
+    pub(crate) fn template_meta(&self, component: &str) -> ObjectMeta {
         ObjectMeta {
             labels: Some(labels(&self.name, component)),
             annotations: Some(BTreeMap::from([(

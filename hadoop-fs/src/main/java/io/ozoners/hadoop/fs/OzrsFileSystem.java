@@ -30,7 +30,7 @@ import org.apache.hadoop.fs.ContentSummary;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import io.ozoners.proto.SidecarFileChecksum;
-import io.ozoners.proto.SidecarStatRequest;
+import io.ozoners.proto.SidecarChecksumRequest;
 import org.apache.hadoop.fs.CompositeCrcFileChecksum;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileChecksum;
@@ -312,7 +312,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
       throw new IOException("cannot rename " + s + " to " + d + ": renames stay within a bucket");
     }
     try {
-      call(() -> conn.call().rename(RenameRequest.newBuilder().setFrom(s.fs()).setTo(d.path).build()));
+      call(() -> conn.om().rename(RenameRequest.newBuilder().setFrom(s.fs()).setTo(d.path).build()));
       return true;
     } catch (FileNotFoundException | FileAlreadyExistsException e) {
       return false;
@@ -336,7 +336,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
       throw new PathIOException(l.toString(), "volumes and buckets are deleted with `ozone sh`");
     }
     try {
-      call(() -> conn.call().deletePath(DeletePathRequest.newBuilder().setPath(l.fs())
+      call(() -> conn.om().deletePath(DeletePathRequest.newBuilder().setPath(l.fs())
           .setRecursive(recursive).build()));
       return true;
     } catch (FileNotFoundException e) {
@@ -359,7 +359,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
       throw new PathIOException(l.toString(), "volumes and buckets are created with `ozone sh`");
     }
     try {
-      call(() -> conn.call().mkdirs(MkdirsRequest.newBuilder().setPath(l.fs()).build()));
+      call(() -> conn.om().mkdirs(MkdirsRequest.newBuilder().setPath(l.fs()).build()));
       return true;
     } catch (FileAlreadyExistsException e) {
       throw new FileAlreadyExistsException(l + " exists and is a file");
@@ -374,7 +374,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
       return dirStatus(q, 0);
     }
     if (l.depth == 1) {
-      for (VolumeInfo v : call(() -> conn.call().listVolumes(ListVolumesRequest.getDefaultInstance()))
+      for (VolumeInfo v : call(() -> conn.om().listVolumes(ListVolumesRequest.getDefaultInstance()))
           .getVolumesList()) {
         if (v.getName().equals(l.volume)) {
           return dirStatus(q, v.getCreatedMs());
@@ -384,7 +384,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
     }
     io.ozoners.proto.FileStatus s;
     try {
-      s = call(() -> conn.call().getFileStatus(
+      s = call(() -> conn.om().getFileStatus(
           GetFileStatusRequest.newBuilder().setPath(l.fs()).build())).getStatus();
     } catch (ParentNotDirectoryException e) {
       // A file on the way: nothing lives under it (as in HDFS).
@@ -409,7 +409,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
     Path q = makeQualified(f);
     if (l.depth == 0) {
       List<FileStatus> v = new ArrayList<>();
-      for (VolumeInfo vi : call(() -> conn.call().listVolumes(ListVolumesRequest.getDefaultInstance()))
+      for (VolumeInfo vi : call(() -> conn.om().listVolumes(ListVolumesRequest.getDefaultInstance()))
           .getVolumesList()) {
         v.add(dirStatus(new Path(q, vi.getName()), vi.getCreatedMs()));
       }
@@ -418,7 +418,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
     if (l.depth == 1) {
       getFileStatus(f);
       List<FileStatus> v = new ArrayList<>();
-      for (BucketInfo b : call(() -> conn.call().listBuckets(
+      for (BucketInfo b : call(() -> conn.om().listBuckets(
           ListBucketsRequest.newBuilder().setVolume(l.volume).build())).getBucketsList()) {
         v.add(dirStatus(new Path(q, b.getName()), b.getCreatedMs()));
       }
@@ -471,7 +471,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
         return false;
       }
       String start = after;
-      page = call(() -> conn.call().listStatus(ListStatusRequest.newBuilder().setPath(dir.fs())
+      page = call(() -> conn.om().listStatus(ListStatusRequest.newBuilder().setPath(dir.fs())
           .setStartAfter(start).setLimit(PAGE).build())).getEntriesList();
       i = 0;
       if (page.size() < PAGE) {
@@ -499,7 +499,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
     if (l.depth < 2) {
       return super.getContentSummary(f);
     }
-    io.ozoners.proto.ContentSummary s = call(() -> conn.call().getContentSummary(
+    io.ozoners.proto.ContentSummary s = call(() -> conn.om().getContentSummary(
         ContentSummaryRequest.newBuilder().setPath(l.fs()).build()));
     return new ContentSummary.Builder().length(s.getLength()).fileCount(s.getFileCount())
         .directoryCount(s.getDirectoryCount()).spaceConsumed(s.getLength() * replication).build();
@@ -517,7 +517,7 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
       throw new FileNotFoundException(l + " is not a file");
     }
     SidecarFileChecksum c = call(() -> conn.call().fileChecksum(
-        SidecarStatRequest.newBuilder().setKey(l.key()).build()));
+        SidecarChecksumRequest.newBuilder().setKey(l.key()).build()));
     DataChecksum.Type t;
     switch (c.getType()) {
       case CRC32C:
@@ -545,15 +545,22 @@ public class OzrsFileSystem extends FileSystem implements LeaseRecoverable {
 
   // ------------------------------------------------------------- leases
 
+  /**
+   * Closes the file at its last synced length if its writer is gone. True: the OM closes the file
+   * within the call, with no block recovery left running (HDFS's false, "recovery started", does
+   * not arise); a failure is an exception.
+   */
   @Override
   public boolean recoverLease(Path file) throws IOException {
-    return leaseCall(file, p -> conn.call().recoverLease(RecoverLeaseRequest.newBuilder().setPath(p).build())
-        .getClosed());
+    return leaseCall(file, p -> {
+      conn.om().recoverLease(RecoverLeaseRequest.newBuilder().setPath(p).build());
+      return true;
+    });
   }
 
   @Override
   public boolean isFileClosed(Path file) throws IOException {
-    return leaseCall(file, p -> conn.call().isFileClosed(IsFileClosedRequest.newBuilder().setPath(p).build())
+    return leaseCall(file, p -> conn.om().isFileClosed(IsFileClosedRequest.newBuilder().setPath(p).build())
         .getClosed());
   }
 

@@ -7,6 +7,7 @@ import io.grpc.netty.shaded.io.netty.channel.epoll.EpollDomainSocketChannel;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.unix.DomainSocketAddress;
 import io.ozoners.proto.SidecarDataError;
+import io.ozoners.proto.OzoneManagerGrpc;
 import io.ozoners.proto.SidecarGrpc;
 import java.io.File;
 import java.io.IOException;
@@ -38,6 +39,8 @@ final class SidecarConnection {
   private final ManagedChannel channel;
   private final EventLoopGroup group;
   final SidecarGrpc.SidecarBlockingStub rpc;
+  /** The OM's own service, which the sidecar passes on with the workload's credentials. */
+  final OzoneManagerGrpc.OzoneManagerBlockingStub om;
   private final ArrayDeque<DataConn> idleData = new ArrayDeque<>();
   private final Map<String, RelayConnection> relays = new ConcurrentHashMap<>();
   private final Map<String, Long> relayBackoff = new ConcurrentHashMap<>();
@@ -64,6 +67,7 @@ final class SidecarConnection {
         .maxInboundMessageSize(64 << 20)
         .build();
     this.rpc = SidecarGrpc.newBlockingStub(channel);
+    this.om = OzoneManagerGrpc.newBlockingStub(channel);
   }
 
   /** The shared connection to the sidecar on {@code socket}. */
@@ -75,6 +79,11 @@ final class SidecarConnection {
   /** A stub with a deadline for one call. */
   SidecarGrpc.SidecarBlockingStub call() {
     return rpc.withDeadlineAfter(120, TimeUnit.SECONDS);
+  }
+
+  /** A namespace call (the OM's service through the sidecar) with a deadline. */
+  OzoneManagerGrpc.OzoneManagerBlockingStub om() {
+    return om.withDeadlineAfter(120, TimeUnit.SECONDS);
   }
 
   // ------------------------------------------------------------ pass-through

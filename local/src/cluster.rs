@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use ozone_client::{Client, ClientConfig};
+use ozone_client::{Client, ClientConfig, KeyAccess};
 use ozone_common::config as keys;
 use ozone_proto::NodeState;
 use tokio::process::{Child, Command};
@@ -369,7 +369,7 @@ impl LocalCluster {
         let client = self.client(None)?;
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(dns) = client.list_datanodes().await
+            if let Ok(dns) = client.om().list_datanodes().await
                 && dns
                     .iter()
                     .filter(|d| d.state == NodeState::Healthy as i32)
