@@ -714,6 +714,19 @@ async fn a_sidecar_presents_its_token() {
             .contains("PermissionDenied: local/app may not read keys"),
         "the sidecar has no right the admin did not grant it: {e}"
     );
+    // The OM's service passed on by the sidecar carries the workload's
+    // identity, and a refused call through it changes nothing.
+    let me = client.om().who_am_i().await.unwrap();
+    assert_eq!(me.identity, "local/app");
+    let e = client
+        .delete_key(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("PermissionDenied"), "{e:?}");
+    admin
+        .key_info(KeyPath::new("vol", "bucket", "k"))
+        .await
+        .unwrap();
     ozone_ok(
         &s.cluster().om_address(),
         &[

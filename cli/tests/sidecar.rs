@@ -787,6 +787,41 @@ async fn file_system_calls_go_through_the_sidecar() {
     assert!(got == wal[..123_457]);
     // The writer's lease is gone: its commit fails.
     assert!(w.close().await.is_err());
+
+    // The namespace is the OM's own service, passed on unread: the
+    // datanodes' capacity the OM knows, a call the OM does not serve, and
+    // a request that is no message get the OM's answers, and the sidecar
+    // serves on.
+    let (cap, _) = app.capacity().await.unwrap();
+    assert_eq!(cap, admin.capacity().await.unwrap().0);
+    assert!(cap > 0);
+    use tonic::codegen::http::uri::PathAndQuery;
+    let e = app
+        .om()
+        .forward(
+            PathAndQuery::from_static("/ozone.v1.OzoneManager/NoSuchCall"),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
+    let e = app
+        .om()
+        .forward(
+            PathAndQuery::from_static("/ozone.v1.OzoneManager/LookupKey"),
+            bytes::Bytes::from_static(b"\xff\xff\xff not a message"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Internal, "{e:?}");
+    assert!(e.message().contains("decode"), "{e:?}");
+    assert!(app.volumes().await.unwrap().iter().any(|v| v.name == "vol"));
+    // Each answer is counted by its code.
+    let page = ozone_testkit::harness::http_get(&s.http, "/metrics");
+    for code in ["Ok", "NotFound", "Unimplemented", "Internal"] {
+        let line = format!("ozone_sidecar_om_calls_total{{code=\"{code}\"}}");
+        assert!(page.contains(&line), "{line} in\n{page}");
+    }
     c.stop_sidecar("fs").await;
 }
 

@@ -169,9 +169,14 @@ impl State {
         let g = InFlight(self.clone());
         if self.draining() {
             self.metrics.drain_refusals.inc();
-            return Err(Status::unavailable(
+            let mut s = Status::unavailable(
                 "the sidecar is draining for shutdown: reconnect and reopen once it is back",
-            ));
+            );
+            s.metadata_mut().insert(
+                ozone_client::DRAINING,
+                tonic::metadata::MetadataValue::from_static("1"),
+            );
+            return Err(s);
         }
         Ok(g)
     }

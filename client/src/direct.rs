@@ -208,11 +208,6 @@ impl Client {
         om_call!(self.inner.om, modify_acl, req)
     }
 
-    /// Who the OM takes this client for.
-    pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
-        om_call!(self.inner.om, who_am_i, WhoAmIRequest {})
-    }
-
     /// Creates a bucket in a volume.
     pub async fn create_bucket(&self, volume: &str, name: &str) -> Result<BucketInfo> {
         self.create_bucket_with_layout(volume, name, BucketLayout::ObjectStore)

@@ -38,7 +38,7 @@ pub use config::ClientConfig;
 pub use direct::Client;
 pub use error::{ClientError, Result};
 pub use file_checksum::FileChecksum;
-pub use om::{Om, RawCodec};
+pub use om::{DRAINING, Om, RawCodec};
 pub use ozone_common::names::KeyPath;
 pub use reader::KeyReader;
 pub use shortcircuit::{DnConn, ScError};

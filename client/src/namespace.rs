@@ -178,6 +178,11 @@ impl Om {
         Ok(om_call!(self, list_buckets, req)?.buckets)
     }
 
+    /// Who the OM takes the caller for (through a sidecar: the workload).
+    pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
+        om_call!(self, who_am_i, WhoAmIRequest {})
+    }
+
     /// Datanodes known to the OM.
     pub async fn list_datanodes(&self) -> Result<Vec<DatanodeDetails>> {
         Ok(om_call!(self, list_datanodes, ListDatanodesRequest {})?.datanodes)

@@ -56,8 +56,12 @@ pub(crate) fn transient(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-    )
+    ) && s.metadata().get(DRAINING).is_none()
 }
+
+/// Metadata a draining sidecar puts on its refusals of new work: final for
+/// this sidecar (it is going away), so not retried on its connection.
+pub const DRAINING: &str = "ozone-sidecar-draining";
 
 /// The innermost cause of a failed connection (refused, unknown host,
 /// timed out), or `None` when the call reached a server.
@@ -129,7 +133,7 @@ impl Om {
         path: tonic::codegen::http::uri::PathAndQuery,
         request: bytes::Bytes,
     ) -> std::result::Result<bytes::Bytes, tonic::Status> {
-        self.retry(|| {
+        self.retry(false, || {
             let mut grpc = tonic::client::Grpc::new(self.channel.clone())
                 .max_decoding_message_size(self.max_message_size)
                 .max_encoding_message_size(self.max_message_size);
@@ -160,11 +164,18 @@ impl Om {
         F: FnMut(OzoneManagerClient<Channel>) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.retry(|| f(self.client.clone())).await
+        self.retry(true, || f(self.client.clone())).await
     }
 
-    /// The retry rule of [`Om::call_raw`], over attempts made by `f`.
-    async fn retry<T, F, Fut>(&self, mut f: F) -> (std::result::Result<T, tonic::Status>, bool)
+    /// The retry rule of [`Om::call_raw`], over attempts made by `f`. With
+    /// `whole_service`, UNIMPLEMENTED means the address serves no OM (every
+    /// call the client makes is one the OM serves); a forwarded call may
+    /// name a method the OM does not have, and gets the OM's answer.
+    async fn retry<T, F, Fut>(
+        &self,
+        whole_service: bool,
+        mut f: F,
+    ) -> (std::result::Result<T, tonic::Status>, bool)
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
@@ -212,6 +223,9 @@ impl Om {
                     delay = (delay * 2).min(Duration::from_secs(1));
                 }
                 continue;
+            }
+            if !whole_service && s.code() == tonic::Code::Unimplemented {
+                return (Err(s), retried);
             }
             return (Err(self.explain(s, refused, attempts, start)), retried);
         }

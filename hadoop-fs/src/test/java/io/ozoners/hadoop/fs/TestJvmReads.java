@@ -5,6 +5,7 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
 import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
 
 import java.io.BufferedReader;
 import java.io.File;
@@ -154,6 +155,48 @@ public class TestJvmReads {
       }
     } finally {
       sc.kill();
+    }
+  }
+
+  /**
+   * The root holds volumes and a volume holds buckets (what Hadoop's root-directory contract
+   * tests cannot run against): both list, neither takes files, and nothing there is deleted or
+   * made by a FileSystem call.
+   */
+  @Test
+  public void theRootListsVolumesAndVolumesListBucketsButTakeNoFiles() throws Exception {
+    try (FileSystem fs = fs("node1")) {
+      org.apache.hadoop.fs.Path root = new org.apache.hadoop.fs.Path("/");
+      org.apache.hadoop.fs.Path vol = new org.apache.hadoop.fs.Path("/vol");
+      assertTrue(fs.getFileStatus(root).isDirectory());
+      assertTrue(java.util.Arrays.stream(fs.listStatus(root))
+          .anyMatch(s -> s.isDirectory() && s.getPath().getName().equals("vol")));
+      assertTrue(java.util.Arrays.stream(fs.listStatus(vol))
+          .anyMatch(s -> s.isDirectory() && s.getPath().getName().equals("fsb")));
+      for (String p : new String[] {"/f", "/vol/f"}) {
+        try {
+          fs.create(new org.apache.hadoop.fs.Path(p)).close();
+          fail("a file at " + p);
+        } catch (org.apache.hadoop.fs.PathIOException e) {
+          assertTrue(e.getMessage(), e.getMessage().contains("files live in buckets"));
+        }
+      }
+      assertFalse("the root is never deleted", fs.delete(root, true));
+      try {
+        fs.delete(vol, true);
+        fail("a volume deleted by the FileSystem");
+      } catch (org.apache.hadoop.fs.PathIOException e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("ozone sh"));
+      }
+      try {
+        fs.mkdirs(new org.apache.hadoop.fs.Path("/newvol"));
+        fail("a volume made by the FileSystem");
+      } catch (org.apache.hadoop.fs.PathIOException e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("ozone sh"));
+      }
+      assertTrue("mkdirs of an existing volume is a no-op", fs.mkdirs(vol));
+      assertTrue(fs.exists(vol));
+      assertFalse(fs.exists(new org.apache.hadoop.fs.Path("/newvol")));
     }
   }
 
