@@ -2,7 +2,9 @@
 //! bucket of a local cluster (one OM, one datanode), with 1 and with many
 //! concurrent clients, in ops/s, beside the fsync latency of the OM's disk
 //! measured in the same run (every acknowledged operation is durable; the OM
-//! groups concurrent commits into one fsync).
+//! groups concurrent commits into one fsync). The read-only operations also
+//! run through a sidecar on the datanode's node, in the same run: the OM's
+//! service as the sidecar passes it on, beside the direct calls.
 
 use ozone_client::prelude::*;
 use std::path::Path;
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ozone_client::Client;
+use ozone_client::{Client, SidecarClient};
 use ozone_local::{LocalCluster, LocalSpec};
 use ozone_proto::BucketLayout;
 
@@ -34,6 +36,8 @@ pub(crate) struct MetadataArgs {
 /// One measured row.
 struct Row {
     op: &'static str,
+    /// `direct` or `sidecar`.
+    via: &'static str,
     clients: usize,
     ops_per_sec: f64,
     mean_latency_ms: f64,
@@ -62,15 +66,16 @@ fn fsync_latency(dir: &Path, n: usize) -> anyhow::Result<f64> {
 
 /// Runs `op(client, i)` from `clients` tasks for `secs` and adds the row
 /// `name` (ops/s, mean latency) to `rows`; returns the operations done.
-async fn measure<F, Fut>(
+async fn measure<C, F, Fut>(
     rows: &mut Vec<Row>,
-    name: &'static str,
-    clients: &[Client],
+    (name, via): (&'static str, &'static str),
+    clients: &[C],
     secs: f64,
     op: F,
 ) -> anyhow::Result<u64>
 where
-    F: Fn(Client, u64) -> Fut + Send + Sync + 'static,
+    C: Clone + Send + 'static,
+    F: Fn(C, u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
 {
     let op = Arc::new(op);
@@ -98,6 +103,7 @@ where
     let el = start.elapsed().as_secs_f64();
     rows.push(Row {
         op: name,
+        via,
         clients: clients.len(),
         ops_per_sec: n / el,
         mean_latency_ms: el * clients.len() as f64 / n.max(1.0) * 1000.0,
@@ -105,11 +111,54 @@ where
     Ok(count)
 }
 
+/// The read-only rows (stat of a directory, a page of 1000 entries) through
+/// `clients`, over the `dirs` directories the mkdirs row made under `tag`.
+async fn read_only<C: FsAccess + Clone + 'static>(
+    rows: &mut Vec<Row>,
+    clients: &[C],
+    via: &'static str,
+    tag: &str,
+    dirs: u64,
+    secs: f64,
+) -> anyhow::Result<()> {
+    let t = tag.to_string();
+    measure(
+        rows,
+        ("stat (directory)", via),
+        clients,
+        secs,
+        move |c, i| {
+            let p = format!("{t}/dirs/d{}", i % dirs.max(1));
+            async move {
+                c.file_status(KeyPath::new(V, B, &p)).await?;
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    let p = format!("{tag}/dirs");
+    measure(
+        rows,
+        ("list (page of 1000)", via),
+        clients,
+        secs,
+        move |c, _| {
+            let p = p.clone();
+            async move {
+                c.list_status(KeyPath::new(V, B, &p), "", 1000).await?;
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 /// Runs the benchmark; prints a Markdown table.
 pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     eprintln!("starting a local cluster in {}", dir.path().display());
-    let cluster = LocalCluster::start(LocalSpec {
+    let mut cluster = LocalCluster::start(LocalSpec {
         dir: dir.path().to_path_buf(),
         datanodes: 1,
         exe: std::env::current_exe()?,
@@ -122,6 +171,7 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
         .create_bucket_with_layout(V, B, BucketLayout::FileSystemOptimized)
         .await?;
     let fsync_ms = fsync_latency(dir.path(), 200)?;
+    let sidecar = cluster.start_sidecar("node1", "bench", &[]).await?;
     let mut rows = Vec::new();
     for n in [1, a.clients.max(1)] {
         let clients: Vec<Client> = (0..n)
@@ -132,7 +182,7 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
         let t = tag.clone();
         let files = measure(
             &mut rows,
-            "create+close (empty file)",
+            ("create+close (empty file)", "direct"),
             &clients,
             a.seconds,
             move |c, i| {
@@ -148,7 +198,7 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
         let t = tag.clone();
         let dirs = measure(
             &mut rows,
-            "mkdirs (2 levels)",
+            ("mkdirs (2 levels)", "direct"),
             &clients,
             a.seconds,
             move |c, i| {
@@ -164,7 +214,7 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
         // Each file back and forth between two names.
         measure(
             &mut rows,
-            "rename (file)",
+            ("rename (file)", "direct"),
             &clients,
             a.seconds,
             move |c, i| {
@@ -178,48 +228,23 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             },
         )
         .await?;
-        let t = tag.clone();
-        measure(
-            &mut rows,
-            "stat (directory)",
-            &clients,
-            a.seconds,
-            move |c, i| {
-                let p = format!("{t}/dirs/d{}", i % dirs.max(1));
-                async move {
-                    c.file_status(KeyPath::new(V, B, &p)).await?;
-                    Ok(())
-                }
-            },
-        )
-        .await?;
-        let t = tag.clone();
-        measure(
-            &mut rows,
-            "list (page of 1000)",
-            &clients,
-            a.seconds,
-            move |c, _| {
-                let p = format!("{t}/dirs");
-                async move {
-                    c.list_status(KeyPath::new(V, B, &p), "", 1000).await?;
-                    Ok(())
-                }
-            },
-        )
-        .await?;
+        let apps: Vec<SidecarClient> = (0..n)
+            .map(|_| SidecarClient::unix(&sidecar.socket))
+            .collect::<Result<_, _>>()?;
+        read_only(&mut rows, &clients, "direct", &tag, dirs, a.seconds).await?;
+        read_only(&mut rows, &apps, "sidecar", &tag, dirs, a.seconds).await?;
     }
     println!(
         "\nFile-system metadata operations, FILE_SYSTEM_OPTIMIZED bucket, {:.0} s per row; \
          fsync (4 KiB fdatasync) median on this disk: {fsync_ms:.2} ms\n",
         a.seconds
     );
-    println!("| operation | clients | ops/s | mean latency, ms |");
-    println!("|---|---:|---:|---:|");
+    println!("| operation | via | clients | ops/s | mean latency, ms |");
+    println!("|---|---|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.0} | {:.2} |",
-            r.op, r.clients, r.ops_per_sec, r.mean_latency_ms
+            "| {} | {} | {} | {:.0} | {:.2} |",
+            r.op, r.via, r.clients, r.ops_per_sec, r.mean_latency_ms
         );
     }
     if let Some(p) = &a.json {
@@ -228,6 +253,7 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
             "seconds": a.seconds,
             "rows": rows.iter().map(|r| serde_json::json!({
                 "op": r.op,
+                "via": r.via,
                 "clients": r.clients,
                 "ops_per_sec": r.ops_per_sec,
                 "mean_latency_ms": r.mean_latency_ms,

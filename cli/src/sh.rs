@@ -345,8 +345,10 @@ pub(crate) async fn key_cmd<A: KeyAccess>(
                 detail: format!("/{v}/{b}/{from} to /{v}/{b}/{to}"),
             }));
         }
-        KeyCmd::Rename { .. } => {
-            bail!("key rename goes to the OM: drop --sidecar");
+        KeyCmd::Rename { bucket, from, to } => {
+            let (v, b) = OzonePath::bucket_path(bucket)?;
+            a.om().rename_key(KeyPath::new(&v, &b, from), to).await?;
+            println!("renamed /{v}/{b}/{from} to /{v}/{b}/{to}");
         }
     }
     Ok(None)
@@ -656,13 +658,6 @@ pub(crate) async fn sh(cli: &Cli, cmd: &ShCmd) -> anyhow::Result<()> {
                 acl_change(&client, &v, &b, AclOp::Remove, acls).await?;
             }
         },
-        ShCmd::Key {
-            cmd: KeyCmd::Rename { bucket, from, to },
-        } => {
-            let (v, b) = OzonePath::bucket_path(bucket)?;
-            client.rename_key(KeyPath::new(&v, &b, from), to).await?;
-            println!("renamed /{v}/{b}/{from} to /{v}/{b}/{to}");
-        }
         ShCmd::Key { cmd } => {
             if let Some(m) = key_cmd(&client, cmd, json_out).await? {
                 let s = client.stats();

@@ -848,6 +848,22 @@ async fn unclosed_streams_do_not_stay_open() {
     drop(r);
     eventually("a dropped reader's stream closed", || open(&s) == 0.0).await;
 
+    // A key renamed through the sidecar (the OM's RenameKey, passed on).
+    let out = std::process::Command::new(exe())
+        .args(["--sidecar", s.socket.to_str().unwrap()])
+        .args(["sh", "key", "rename", "/vol/bucket", "k", "k2"])
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    w.key_info(KeyPath::new("vol", "bucket", "k2"))
+        .await
+        .unwrap();
+    w.om()
+        .rename_key(KeyPath::new("vol", "bucket", "k2"), "k")
+        .await
+        .unwrap();
+
     // Processes killed mid-read (their output blocked on a full pipe):
     // each one's stream is closed with its connection.
     put(&w, "big", &data::bytes(6, 8 << 20), 1 << 20).await;

@@ -289,20 +289,6 @@ impl Client {
         Ok(())
     }
 
-    /// Renames a key within its bucket (a file, or a directory with what it
-    /// holds, in a file-system bucket); the new name must be free.
-    pub async fn rename_key(&self, from: KeyPath<'_>, to: &str) -> Result<()> {
-        ozone_common::names::check_key_name(to)?;
-        let req = RenameKeyRequest {
-            volume: from.volume.into(),
-            bucket: from.bucket.into(),
-            from: from.key.into(),
-            to: to.into(),
-        };
-        om_call!(self.inner.om, rename_key, req)?;
-        Ok(())
-    }
-
     /// Sets the operational state of the datanode known as `datanode` (id,
     /// address, host or pod name): DECOMMISSIONING, IN_MAINTENANCE or
     /// IN_SERVICE. Returns its details after the change.

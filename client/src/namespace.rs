@@ -89,6 +89,20 @@ impl Om {
         Ok(())
     }
 
+    /// Renames a key within its bucket (a file, or a directory with what it
+    /// holds, in a file-system bucket); the new name must be free.
+    pub async fn rename_key(&self, from: KeyPath<'_>, to: &str) -> Result<()> {
+        ozone_common::names::check_key_name(to)?;
+        let req = RenameKeyRequest {
+            volume: from.volume.into(),
+            bucket: from.bucket.into(),
+            from: from.key.into(),
+            to: to.into(),
+        };
+        om_call!(self, rename_key, req)?;
+        Ok(())
+    }
+
     /// Makes a directory and its missing parents; whether it was made.
     pub async fn mkdirs(&self, path: KeyPath<'_>) -> Result<bool> {
         let req = MkdirsRequest {

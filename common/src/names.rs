@@ -206,6 +206,11 @@ impl<'a> From<&'a ozone_proto::FsPath> for KeyPath<'a> {
 }
 
 impl<'a> KeyPath<'a> {
+    /// Volume, bucket and key, in that order.
+    pub const fn parts(self) -> (&'a str, &'a str, &'a str) {
+        (self.volume, self.bucket, self.key)
+    }
+
     /// The path of `key` in `/volume/bucket` (not checked: the OM checks
     /// names on every call).
     pub const fn new(volume: &'a str, bucket: &'a str, key: &'a str) -> Self {

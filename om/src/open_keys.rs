@@ -168,13 +168,13 @@ mod tests {
         assert_eq!((c.aborted, c.closed, c.open), (2, 0, 1));
         assert!(s.session(dead).is_err() && s.session(unsynced).is_err());
         assert!(
-            s.lookup_key("vol", "obj", "dead").is_err(),
+            s.lookup_key(KeyPath::new("vol", "obj", "dead")).is_err(),
             "never committed"
         );
         // Past the hard limit: the WAL is closed at its synced length.
         let c = pass(&s, &cfg, now + 200_000).unwrap();
         assert_eq!((c.aborted, c.closed, c.open), (0, 1, 0));
-        let f = s.lookup_key("vol", "fsb", "wal/1").unwrap();
+        let f = s.lookup_key(KeyPath::new("vol", "fsb", "wal/1")).unwrap();
         assert_eq!(f.size, 100);
         assert!(s.fs_is_closed(KeyPath::new("vol", "fsb", "wal/1")).unwrap());
         // The dropped sessions' blocks are queued for deletion on their datanodes.

@@ -272,3 +272,48 @@ impl Drop for TermOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TermOnDrop;
+    use std::io::BufRead;
+
+    /// Whether `pid` is a live process (not gone, not a zombie).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    }
+
+    /// The case that leaked clusters: the leader is SIGKILLed before it can
+    /// stop its children; dropping the guard still ends them.
+    #[test]
+    fn a_killed_leaders_children_die_with_its_group() {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["-c", "sleep 1000 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped());
+        let mut up = TermOnDrop::spawn(&mut cmd).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(up.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let child: i32 = line.trim().parse().unwrap();
+        assert!(alive(child));
+        let leader = nix::unistd::Pid::from_raw(up.0.id() as i32);
+        nix::sys::signal::kill(leader, nix::sys::signal::Signal::SIGKILL).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(alive(child), "the orphan outlives its leader");
+        drop(up);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while alive(child) {
+            assert!(std::time::Instant::now() < deadline, "child {child} left");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}

@@ -376,7 +376,7 @@ impl OzoneManager for OmService {
         )
         .await?;
         self.run("RenameKey", move |s| {
-            s.rename_key(&r.volume, &r.bucket, &r.from, &r.to)
+            s.rename_key(KeyPath::new(&r.volume, &r.bucket, &r.from), &r.to)
         })
         .await?;
         Ok(Response::new(RenameKeyResponse {}))
@@ -518,7 +518,10 @@ impl OzoneManager for OmService {
             .await?;
         let (mut key, stored) = self
             .run("LookupKey", move |s| {
-                Ok((s.lookup_key(&r.volume, &r.bucket, &r.name)?, s.datanodes()?))
+                Ok((
+                    s.lookup_key(KeyPath::new(&r.volume, &r.bucket, &r.name))?,
+                    s.datanodes()?,
+                ))
             })
             .await?;
         self.resolve(&mut key, &stored).map_err(Status::from)?;
@@ -539,7 +542,11 @@ impl OzoneManager for OmService {
         } as usize;
         let mut keys = self
             .run("ListKeys", move |s| {
-                s.list_keys(&r.volume, &r.bucket, &r.prefix, &r.start_after, limit)
+                s.list_keys(
+                    KeyPath::new(&r.volume, &r.bucket, &r.prefix),
+                    &r.start_after,
+                    limit,
+                )
             })
             .await?;
         for k in &mut keys {
@@ -557,7 +564,7 @@ impl OzoneManager for OmService {
         self.require_bucket(&who, &r.volume, &r.bucket, Rights::DELETE, "delete keys")
             .await?;
         self.run("DeleteKey", move |s| {
-            s.delete_key(&r.volume, &r.bucket, &r.name)
+            s.delete_key(KeyPath::new(&r.volume, &r.bucket, &r.name))
         })
         .await?;
         Ok(Response::new(DeleteKeyResponse {}))

@@ -251,11 +251,7 @@ impl OmStore {
     /// Makes directory `path` and its missing parents; whether it was
     /// created (false: it existed).
     pub(crate) fn fs_mkdirs(&self, path: KeyPath<'_>, now: u64) -> Result<bool, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let txn = self.write()?;
@@ -518,11 +514,7 @@ impl OmStore {
 
     /// The status of `path` ("" is the bucket's root).
     pub(crate) fn fs_status(&self, path: KeyPath<'_>) -> Result<FileStatus, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let root = self.require_fs(volume, bucket)?;
         let shown = fs_components(path)
             .map_err(|e| OmError::Invalid(e.to_string()))?
@@ -548,11 +540,7 @@ impl OmStore {
         start_after: &str,
         limit: usize,
     ) -> Result<Vec<FileStatus>, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let status = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if !status.is_dir {
             return Ok(if start_after.is_empty() {
@@ -647,11 +635,7 @@ impl OmStore {
         to: &str,
         now: u64,
     ) -> Result<String, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: from,
-        } = from;
+        let (volume, bucket, from) = from.parts();
         let root = self.require_fs(volume, bucket)?;
         let fc = fs_components(from).map_err(|e| OmError::Invalid(e.to_string()))?;
         let tc = fs_components(to).map_err(|e| OmError::Invalid(e.to_string()))?;
@@ -753,11 +737,7 @@ impl OmStore {
     /// directory and everything under it: the directory disappears at once,
     /// its subtree is purged in the background.
     pub(crate) fn fs_delete(&self, path: KeyPath<'_>, recursive: bool) -> Result<(), OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
@@ -814,11 +794,7 @@ impl OmStore {
         path: KeyPath<'_>,
         now: u64,
     ) -> Result<(u64, bool), OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let root = self.require_fs(volume, bucket)?;
         let comps = fs_components(path).map_err(|e| OmError::Invalid(e.to_string()))?;
         let (parent_comps, leaf) = split_last(&comps, path)?;
@@ -884,11 +860,7 @@ impl OmStore {
 
     /// Whether the file at `path` is closed (not being written).
     pub(crate) fn fs_is_closed(&self, path: KeyPath<'_>) -> Result<bool, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let st = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if st.is_dir {
             return Err(OmError::Precondition(format!(
@@ -1011,11 +983,7 @@ impl OmStore {
     /// Bytes, files and directories under `path` (a directory counts
     /// itself, as in Hadoop).
     pub(crate) fn fs_summary(&self, path: KeyPath<'_>) -> Result<ContentSummary, OmError> {
-        let KeyPath {
-            volume,
-            bucket,
-            key: path,
-        } = path;
+        let (volume, bucket, path) = path.parts();
         let status = self.fs_status(KeyPath::new(volume, bucket, path))?;
         if !status.is_dir {
             return Ok(ContentSummary {
@@ -1100,7 +1068,7 @@ mod tests {
             write(&s, p, 10);
         }
         let keys = |prefix: &str, after: &str, n: usize| -> Vec<String> {
-            s.list_keys("vol", "fsb", prefix, after, n)
+            s.list_keys(KeyPath::new("vol", "fsb", prefix), after, n)
                 .unwrap()
                 .into_iter()
                 .map(|k| k.name)

@@ -168,7 +168,11 @@ impl OmStore {
             return self.fs_create(root, template, exclusive, now);
         }
         if exclusive {
-            match self.lookup_key(&template.volume, &template.bucket, &template.name) {
+            match self.lookup_key(KeyPath::new(
+                &template.volume,
+                &template.bucket,
+                &template.name,
+            )) {
                 Ok(_) => {
                     return Err(OmError::AlreadyExists(format!(
                         "key /{}",
@@ -509,12 +513,8 @@ impl OmStore {
     }
 
     /// A committed key (in a file-system bucket, the file at that path).
-    pub(crate) fn lookup_key(
-        &self,
-        volume: &str,
-        bucket: &str,
-        name: &str,
-    ) -> Result<KeyInfo, OmError> {
+    pub(crate) fn lookup_key(&self, path: KeyPath<'_>) -> Result<KeyInfo, OmError> {
+        let (volume, bucket, name) = path.parts();
         if let Some(root) = self.fs_root(volume, bucket)? {
             return self.fs_lookup(root, volume, bucket, name);
         }
@@ -530,12 +530,11 @@ impl OmStore {
     /// Keys of a bucket whose names start with `prefix`, after `start_after`.
     pub(crate) fn list_keys(
         &self,
-        volume: &str,
-        bucket: &str,
-        prefix: &str,
+        prefix: KeyPath<'_>,
         start_after: &str,
         limit: usize,
     ) -> Result<Vec<KeyInfo>, OmError> {
+        let (volume, bucket, prefix) = prefix.parts();
         if let Some(root) = self.fs_root(volume, bucket)? {
             return self.fs_list_keys(root, prefix, start_after, limit);
         }
@@ -566,7 +565,8 @@ impl OmStore {
 
     /// Deletes a committed key; its blocks are queued for deletion. In a
     /// file-system bucket: a file or an empty directory.
-    pub(crate) fn delete_key(&self, volume: &str, bucket: &str, name: &str) -> Result<(), OmError> {
+    pub(crate) fn delete_key(&self, path: KeyPath<'_>) -> Result<(), OmError> {
+        let (volume, bucket, name) = path.parts();
         if self.fs_root(volume, bucket)?.is_some() {
             return self.fs_delete(KeyPath::new(volume, bucket, name), false);
         }
@@ -586,13 +586,8 @@ impl OmStore {
     }
 
     /// Renames a key of an object-store bucket; the new name must be free.
-    pub(crate) fn rename_key(
-        &self,
-        volume: &str,
-        bucket: &str,
-        from: &str,
-        to: &str,
-    ) -> Result<(), OmError> {
+    pub(crate) fn rename_key(&self, from: KeyPath<'_>, to: &str) -> Result<(), OmError> {
+        let (volume, bucket, from) = from.parts();
         if self.fs_root(volume, bucket)?.is_some() {
             return self
                 .fs_rename(
@@ -791,7 +786,7 @@ mod tests {
         assert_ne!(b1.block, b2.block);
         // Not visible before commit.
         assert!(matches!(
-            s.lookup_key("vol", "buck", "a/b"),
+            s.lookup_key(KeyPath::new("vol", "buck", "a/b")),
             Err(OmError::NotFound(_))
         ));
         let mut c2 = b2.clone();
@@ -819,16 +814,31 @@ mod tests {
         // The unused block of the session is queued for deletion on dn1.
         let pend = s.pending_deletes("dn1", 100).unwrap();
         assert!(pend.contains(b4.block.as_ref().unwrap()));
-        assert_eq!(s.lookup_key("vol", "buck", "a/b").unwrap().size, 7);
-        assert_eq!(s.list_keys("vol", "buck", "a/", "", 10).unwrap().len(), 1);
-        assert_eq!(s.list_keys("vol", "buck", "b", "", 10).unwrap().len(), 0);
-        s.delete_key("vol", "buck", "a/b").unwrap();
+        assert_eq!(
+            s.lookup_key(KeyPath::new("vol", "buck", "a/b"))
+                .unwrap()
+                .size,
+            7
+        );
+        assert_eq!(
+            s.list_keys(KeyPath::new("vol", "buck", "a/"), "", 10)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            s.list_keys(KeyPath::new("vol", "buck", "b"), "", 10)
+                .unwrap()
+                .len(),
+            0
+        );
+        s.delete_key(KeyPath::new("vol", "buck", "a/b")).unwrap();
         assert_eq!(s.pending_deletes("dn4", 10).unwrap().len(), 1);
         s.confirm_deletes("dn4", &s.pending_deletes("dn4", 10).unwrap())
             .unwrap();
         assert!(s.pending_deletes("dn4", 10).unwrap().is_empty());
         assert!(matches!(
-            s.delete_key("vol", "buck", "a/b"),
+            s.delete_key(KeyPath::new("vol", "buck", "a/b")),
             Err(OmError::NotFound(_))
         ));
         let _ = b3;

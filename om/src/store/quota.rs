@@ -7,6 +7,7 @@
 //! most bytes times its replicas, as Ozone does) and turned into use at
 //! commit, so bytes on the datanodes are counted before they are written.
 
+use ozone_common::names::KeyPath;
 use ozone_proto::{BucketInfo, KeyInfo, ReplicationFactor, VolumeInfo};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable};
@@ -250,7 +251,7 @@ impl OmStore {
         }
         // A name not there yet takes a slot (a path that cannot be made
         // fails later with its own error).
-        let new_name = match self.lookup_key(&key.volume, &key.bucket, &key.name) {
+        let new_name = match self.lookup_key(KeyPath::new(&key.volume, &key.bucket, &key.name)) {
             Ok(_) => 0,
             Err(e @ (OmError::Meta(_) | OmError::Task(_))) => return Err(e),
             Err(_) => 1,
@@ -487,7 +488,6 @@ impl OmStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ozone_common::names::KeyPath;
     use ozone_proto::{BucketLayout, KeyBlock};
 
     /// The block size allocations reserve in these tests.
@@ -614,7 +614,7 @@ mod tests {
         assert!(s.set_quota("v", "b", None, Some(1)).is_err());
         s.set_quota("v", "b", None, Some(0)).unwrap();
         put(&s, "k3", 1).unwrap();
-        s.delete_key("v", "b", "k1").unwrap();
+        s.delete_key(KeyPath::new("v", "b", "k1")).unwrap();
         let b = s.get_bucket("v", "b").unwrap();
         assert_eq!((b.used_bytes, b.used_namespace), (303, 2));
         // Volume quotas: bytes over all buckets, buckets by number.
@@ -648,7 +648,7 @@ mod tests {
         assert!(e.contains("2 bucket(s)"), "{e}");
         assert!(s.delete_bucket("v", "b").is_err());
         assert!(s.delete_bucket("v", "fs").is_err());
-        s.delete_key("v", "b", "k").unwrap();
+        s.delete_key(KeyPath::new("v", "b", "k")).unwrap();
         s.delete_bucket("v", "b").unwrap();
         s.fs_delete(KeyPath::new("v", "fs", "d"), false).unwrap();
         assert_eq!(s.get_bucket("v", "fs").unwrap().used_namespace, 0);
