@@ -173,7 +173,12 @@ pub(crate) async fn run(a: MetadataArgs) -> anyhow::Result<()> {
     let fsync_ms = fsync_latency(dir.path(), 200)?;
     let sidecar = cluster.start_sidecar("node1", "bench", &[]).await?;
     let mut rows = Vec::new();
-    for n in [1, a.clients.max(1)] {
+    let counts = if a.clients > 1 {
+        vec![1, a.clients]
+    } else {
+        vec![1]
+    };
+    for n in counts {
         let clients: Vec<Client> = (0..n)
             .map(|_| cluster.client(None))
             .collect::<Result<_, _>>()?;

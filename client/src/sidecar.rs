@@ -320,6 +320,18 @@ impl Drop for SidecarReader {
 }
 
 impl SidecarReader {
+    /// `OutOfRange` unless a read of `want` bytes at `offset` got them all.
+    fn whole(&self, offset: u64, want: usize, got: usize) -> Result<()> {
+        if got < want {
+            return Err(ClientError::OutOfRange {
+                offset,
+                len: want as u64,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
     async fn read_with(&self, offset: u64, buf: &mut [u8], verified: bool) -> Result<usize> {
         if offset > self.size {
             return Err(ClientError::OutOfRange {
@@ -394,14 +406,7 @@ impl KeyRead for SidecarReader {
     /// Reads exactly `buf.len()` bytes at `offset`.
     async fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let n = self.read_at(offset, buf).await?;
-        if n < buf.len() {
-            return Err(ClientError::OutOfRange {
-                offset,
-                len: buf.len() as u64,
-                size: self.size,
-            });
-        }
-        Ok(())
+        self.whole(offset, buf.len(), n)
     }
 
     /// Re-reads exactly `buf.len()` bytes at `offset` with checksums
@@ -409,14 +414,7 @@ impl KeyRead for SidecarReader {
     /// reported by the sidecar.
     async fn verified_read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let n = self.read_with(offset, buf, true).await?;
-        if n < buf.len() {
-            return Err(ClientError::OutOfRange {
-                offset,
-                len: buf.len() as u64,
-                size: self.size,
-            });
-        }
-        Ok(())
+        self.whole(offset, buf.len(), n)
     }
 
     /// Streams the whole key into `w`; returns the bytes copied.
