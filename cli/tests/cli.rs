@@ -707,6 +707,23 @@ fn the_shells_do_what_ozone_and_hdfs_users_expect() {
         &["--om", "no-such-host.invalid:9862", "sh", "volume", "ls"],
     );
     assert!(e.contains("no-such-host.invalid:9862"), "{e}");
+    // So does a sidecar socket that is not there, named once.
+    let e = fails(
+        "",
+        &[
+            "--sidecar",
+            "/nonexistent/sidecar.sock",
+            "sh",
+            "key",
+            "info",
+            "/vol/bkt/k",
+        ],
+    );
+    assert!(
+        e.contains("cannot reach the sidecar at /nonexistent/sidecar.sock: No such file"),
+        "{e}"
+    );
+    assert_eq!(e.matches("cannot reach").count(), 1, "{e}");
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     // An unknown config key is one warning line, not a log line.
     let out = ozone(

@@ -39,7 +39,9 @@ pub struct Om {
     /// The channel `client` calls on (for [`Om::forward`]).
     channel: Channel,
     max_message_size: usize,
-    /// What the errors name: the OM's address, or the sidecar's socket.
+    /// What the errors name: the OM at its address, or the sidecar at its
+    /// socket.
+    peer: &'static str,
     address: String,
     retry_for: Duration,
     connect_attempts: u32,
@@ -96,27 +98,40 @@ impl Om {
             Some(f) => Credentials::token_file(f.clone()),
             None => Credentials::None,
         };
-        Ok(Self::on(creds.wrap(ch), address.to_string(), config))
+        Ok(Self::on(
+            creds.wrap(ch),
+            ("the OM", address.to_string()),
+            config,
+        ))
     }
 
     /// The OM's service as a sidecar serves it on `channel` (the sidecar
-    /// adds the workload's credentials); `address` names the sidecar in
-    /// errors. Retried by the rule of [`Om::call_raw`], as a direct call is.
+    /// adds the workload's credentials); `address` (its socket or port)
+    /// names the sidecar in errors. Retried by the rule of [`Om::call_raw`], as a direct call is.
     pub fn through_sidecar(
         channel: tonic::transport::Channel,
         address: String,
         config: &ClientConfig,
     ) -> Self {
-        Self::on(Credentials::None.wrap(channel), address, config)
+        Self::on(
+            Credentials::None.wrap(channel),
+            ("the sidecar", address),
+            config,
+        )
     }
 
-    fn on(channel: Channel, address: String, config: &ClientConfig) -> Self {
+    fn on(
+        channel: Channel,
+        (peer, address): (&'static str, String),
+        config: &ClientConfig,
+    ) -> Self {
         Self {
             client: OzoneManagerClient::new(channel.clone())
                 .max_decoding_message_size(config.max_message_size)
                 .max_encoding_message_size(config.max_message_size),
             channel,
             max_message_size: config.max_message_size,
+            peer,
             address,
             retry_for: config.om_retry_timeout,
             connect_attempts: config.om_connect_attempts.max(1),
@@ -197,8 +212,8 @@ impl Om {
                 // Final: no retry makes a refused certificate good.
                 return (
                     Err(tonic::Status::failed_precondition(format!(
-                        "cannot reach the OM at {}: {u}",
-                        self.address
+                        "cannot reach {} at {}: {u}",
+                        self.peer, self.address
                     ))),
                     retried,
                 );
@@ -214,7 +229,11 @@ impl Om {
                 _ => transient(&s) && start.elapsed() < self.retry_for,
             };
             if retry {
-                tracing::debug!("OM at {} unavailable, retrying: {s}", self.address);
+                tracing::debug!(
+                    "{} at {} unavailable, retrying: {s}",
+                    self.peer,
+                    self.address
+                );
                 retried = true;
                 if first_contact {
                     tokio::time::sleep(self.connect_wait).await;
@@ -239,30 +258,39 @@ impl Om {
         attempts: u32,
         start: Instant,
     ) -> tonic::Status {
-        let addr = &self.address;
+        let (peer, addr) = (self.peer, &self.address);
         let tried = format!(
             "{attempts} attempt{} in {:.1}s",
             if attempts == 1 { "" } else { "s" },
             start.elapsed().as_secs_f64()
         );
         match refused {
-            Some(cause) => tonic::Status::unavailable(format!(
-                "cannot reach the OM at {addr}: {cause} ({tried}; {} sets the attempts)",
-                if self.reached.load(Ordering::Relaxed) {
-                    "ozone.client.om.retry.timeout"
+            Some(cause) => {
+                // A cause that names the address already says it all.
+                let what = if cause.contains(addr.as_str()) {
+                    cause
                 } else {
-                    "ozone.client.failover.max.attempts"
-                }
-            )),
+                    format!("cannot reach {peer} at {addr}: {cause}")
+                };
+                tonic::Status::unavailable(format!(
+                    "{what} ({tried}; {} sets the attempts)",
+                    if self.reached.load(Ordering::Relaxed) {
+                        "ozone.client.om.retry.timeout"
+                    } else {
+                        "ozone.client.failover.max.attempts"
+                    }
+                ))
+            }
             None if s.code() == tonic::Code::Unimplemented => {
                 tonic::Status::failed_precondition(format!(
                     "{addr} is not an OM: it does not serve the OM's calls (a datanode's or \
                      sidecar's port?)"
                 ))
             }
-            None if transient(&s) => {
-                tonic::Status::new(s.code(), format!("OM at {addr}: {} ({tried})", s.message()))
-            }
+            None if transient(&s) => tonic::Status::new(
+                s.code(),
+                format!("{peer} at {addr}: {} ({tried})", s.message()),
+            ),
             None => s,
         }
     }

@@ -171,10 +171,7 @@ impl SidecarClient {
                     Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
                 }
             }));
-        let mut c = Self::from_channel(
-            ch,
-            format!("{} (the sidecar's socket)", path_for_data.display()),
-        );
+        let mut c = Self::from_channel(ch, path_for_data.display().to_string());
         c.data = Some(Arc::new(DataPool {
             path: path_for_data.with_extension("data"),
             idle: Mutex::new(Vec::new()),
@@ -190,7 +187,7 @@ impl SidecarClient {
             .initial_stream_window_size(ozone_common::grpc::STREAM_WINDOW)
             .initial_connection_window_size(ozone_common::grpc::CONNECTION_WINDOW)
             .connect_lazy();
-        Ok(Self::from_channel(ch, format!("{addr} (a sidecar's port)")))
+        Ok(Self::from_channel(ch, addr.to_string()))
     }
 
     /// `address` names the sidecar in errors.
