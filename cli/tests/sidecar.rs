@@ -1311,6 +1311,9 @@ opened = call("Open", open_req)
 print(opened.hex())
 handle = field1(opened)
 print(call("Read", b"\x08" + varint(handle) + b"\x18" + varint(10)).hex())
+volumes = ch.unary_unary("/ozone.v1.OzoneManager/ListVolumes",
+                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
+print(volumes(b"", timeout=10).hex())
 "#,
     ]
     .concat();
@@ -1328,12 +1331,18 @@ print(call("Read", b"\x08" + varint(handle) + b"\x18" + varint(10)).hex())
                 .collect()
         })
         .collect();
-    assert_eq!(lines.len(), 3);
+    assert_eq!(lines.len(), 4);
     let policy = ozone_proto::SidecarPolicy::decode(&lines[0][..]).unwrap();
     assert_eq!(policy.node_name, "node1");
     let opened = ozone_proto::SidecarOpenResponse::decode(&lines[1][..]).unwrap();
     assert_eq!(opened.size, want.len() as u64);
     let read = ozone_proto::SidecarReadResponse::decode(&lines[2][..]).unwrap();
     assert_eq!(read.data[..], want[..10]);
+    // The OM's own service, passed on by the sidecar, to a C-core client.
+    let volumes = ozone_proto::ListVolumesResponse::decode(&lines[3][..]).unwrap();
+    assert!(
+        volumes.volumes.iter().any(|v| v.name == "vol"),
+        "{volumes:?}"
+    );
     tc.cluster.stop().await;
 }
