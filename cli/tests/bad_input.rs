@@ -211,6 +211,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             chunk: Some(chunk.clone()),
             data: Bytes::from(payload.clone()),
             token: Vec::new(),
+            flush: false,
         })
         .await
         .unwrap_err();

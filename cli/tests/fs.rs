@@ -487,9 +487,15 @@ async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
         assert_eq!(got.len(), end, "a new reader sees the synced length");
         assert!(got == want[..end], "synced bytes read back at {end}");
     }
-    // Bytes written after the last sync are not visible yet.
+    // Bytes written after the last sync: a new reader sees at least the
+    // synced ones (and the finished blocks, as on HDFS), all of them right.
     f.write(&want[synced..]).await.unwrap();
-    assert_eq!(read(&r, "WALs/rs1/wal.1").await.len(), synced);
+    let got = read(&r, "WALs/rs1/wal.1").await;
+    assert!(
+        got.len() >= synced && got == want[..got.len()],
+        "{}",
+        got.len()
+    );
     f.close().await.unwrap();
     assert!(
         r.is_file_closed(KeyPath::new(V, B, "WALs/rs1/wal.1"))
@@ -504,21 +510,128 @@ async fn hsync_makes_bytes_durable_and_visible_to_a_second_client() {
     assert!(matches!(k.hsync().await, Err(ClientError::Precondition(_))));
 }
 
+/// hflush: a second client sees every flushed byte (the replicas tell the
+/// length of the block being written); the OM hears nothing of a flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hflush_shows_bytes_to_a_new_reader_without_the_om() {
+    let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
+    let conf = ["ozone.scm.chunk.size=64KB"];
+    let w = client(&tc.cluster, Some("node1"), &conf);
+    fs_bucket(&w).await;
+    let r = client(&tc.cluster, Some("node1"), &[]);
+    let path = KeyPath::new(V, B, "WALs/rs1/wal.2");
+    let want = data::bytes(9, 2_600_000);
+    let mut f = w.create_file(path, false).await.unwrap();
+    let writer_calls = || {
+        ["OpenKey", "AllocateBlock", "Hsync", "CommitKey"]
+            .iter()
+            .map(|op| om_metric(&tc.cluster, &format!("ozone_om_ops_total{{op=\"{op}\"}}")))
+            .sum::<u64>()
+    };
+    assert!(writer_calls() >= 1, "the OM counts the create");
+    let mut flushed = 0usize;
+    // Flush points inside a chunk, on a chunk boundary, on a block
+    // boundary, across a block, twice in a row.
+    for end in [
+        1,
+        100_001usize,
+        131_072,
+        1_048_576,
+        1_048_576 + 7,
+        2_000_000,
+        2_000_000,
+    ] {
+        f.write(&want[flushed..end]).await.unwrap();
+        let before = writer_calls();
+        f.hflush().await.unwrap();
+        assert_eq!(writer_calls(), before, "hflush at {end} called the OM");
+        flushed = end;
+        let got = read(&r, "WALs/rs1/wal.2").await;
+        assert_eq!(got.len(), end, "a new reader sees the flushed length");
+        assert!(got == want[..end], "flushed bytes read back at {end}");
+        // The OM knows only the finished blocks.
+        let st = r.file_status(path).await.unwrap();
+        assert!(st.open && st.size <= end as u64, "{st:?}");
+    }
+    f.write(&want[flushed..]).await.unwrap();
+    f.close().await.unwrap();
+    assert!(read(&r, "WALs/rs1/wal.2").await == want);
+}
+
+/// A stream of hflushes while the datanodes of the block being written
+/// are SIGKILLed one by one (its first replica, then the second of the
+/// next block, then the third): the writer goes on, every flushed byte is
+/// visible to a new reader after every flush, and the file reads back
+/// exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hflushed_bytes_survive_each_replica_of_the_block_killed() {
+    let mut tc = cluster(6, &["ozone.scm.block.size=1MB"]).await;
+    let w = client(&tc.cluster, None, &["ozone.scm.chunk.size=64KB"]);
+    fs_bucket(&w).await;
+    let r = client(&tc.cluster, None, &[]);
+    let p = "WALs/rs4/wal.9";
+    let path = KeyPath::new(V, B, p);
+    let want = data::bytes(11, 3_000_000);
+    let mut f = w.create_file(path, false).await.unwrap();
+    let (mut at, mut killed) = (0usize, 0usize);
+    while at < want.len() {
+        let end = (at + 37_000).min(want.len());
+        f.write(&want[at..end]).await.unwrap();
+        f.hflush().await.unwrap();
+        at = end;
+        let got = read(&r, p).await;
+        assert_eq!(got.len(), at, "after {killed} kills");
+        assert!(got == want[..at], "flushed bytes read back at {at}");
+        if killed < 3 && at >= (killed + 1) * 800_000 {
+            let info = r.key_info(path).await.unwrap();
+            assert!(info.last_block_open, "{info:?}");
+            let victim = &info.blocks.last().unwrap().replicas[killed].id;
+            let i = (0..6)
+                .find(|&i| tc.cluster.datanode_id(i).as_ref() == Some(victim))
+                .unwrap();
+            tc.cluster.kill_datanode(i).await;
+            killed += 1;
+        }
+    }
+    assert_eq!(killed, 3);
+    f.close().await.unwrap();
+    assert!(
+        read(&r, p).await == want,
+        "the closed file reads back exactly"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
+    killed_writer_recovered("WALs/rs2/wal.7", false).await;
+}
+
+/// HBase's WAL hflushes; its region server is SIGKILLed; the WAL split
+/// recovers the lease: every hflushed entry is there (block recovery asks
+/// the replicas), nothing the writer had not flushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_of_a_killed_writer_is_recovered_at_its_flushed_length() {
+    killed_writer_recovered("WALs/rs3/wal.8", true).await;
+}
+
+async fn killed_writer_recovered(p: &str, flush_only: bool) {
     use std::io::BufRead;
     let tc = cluster(3, &["ozone.scm.block.size=1MB"]).await;
     let c = client(&tc.cluster, None, &[]);
     fs_bucket(&c).await;
+    let mut args = vec![
+        "wal-writer".to_string(),
+        tc.cluster.om_address(),
+        V.into(),
+        B.into(),
+        p.into(),
+        "40".into(),
+    ];
+    if flush_only {
+        args.push("hflush".into());
+    }
     let mut child = std::process::Command::new(child_exe())
-        .args([
-            "wal-writer",
-            &tc.cluster.om_address(),
-            V,
-            B,
-            "WALs/rs2/wal.7",
-            "40",
-        ])
+        .args(&args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -541,7 +654,6 @@ async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     )
     .unwrap();
     child.wait().unwrap();
-    let p = "WALs/rs2/wal.7";
     assert!(!c.is_file_closed(KeyPath::new(V, B, p)).await.unwrap());
     // Splitting the WAL: recover the lease, then read to the synced end.
     assert_eq!(

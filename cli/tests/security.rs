@@ -900,6 +900,7 @@ async fn write_block(block: &KeyBlock, len: usize) -> Vec<BlockReceipt> {
             chunk: Some(c.clone()),
             data: data.clone().into(),
             token: block.token.clone(),
+            flush: false,
         })
         .await
         .unwrap();
@@ -1019,6 +1020,7 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
             chunk: Some(chunk_of(0, &big)),
             data: big.clone().into(),
             token: b1.token.clone(),
+            flush: false,
         })
         .await
         .unwrap_err();

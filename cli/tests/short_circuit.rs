@@ -327,6 +327,7 @@ async fn block_tokens_guard_socket_and_grpc() {
                 chunk: Some(chunk.clone()),
                 data: payload.clone(),
                 token: token.clone(),
+                flush: false,
             })
             .await
             .expect_err(what);
@@ -365,6 +366,7 @@ async fn block_tokens_guard_socket_and_grpc() {
         chunk: Some(chunk.clone()),
         data: payload.clone(),
         token: signer.sign_write(&fresh, &me, 4096, far),
+        flush: false,
     })
     .await
     .unwrap();

@@ -54,6 +54,28 @@ impl SidecarService {
             offset: r.offset,
         }))
     }
+
+    /// hsync (`sync`) or hflush of the caller's open write.
+    async fn flush(
+        &self,
+        req: Request<SidecarCommitRequest>,
+        sync: bool,
+    ) -> Result<Response<SidecarWriteResponse>, Status> {
+        let _g = self.state.enter_open();
+        let caller = crate::conn::peer(&req);
+        let h = req.into_inner().handle;
+        let w = self.state.writer(h, caller)?;
+        let mut g = w.lock().await;
+        let w = g
+            .as_mut()
+            .ok_or_else(|| Status::failed_precondition("the key is already committed"))?;
+        if sync {
+            w.hsync().await.map_err(status)?;
+        } else {
+            w.hflush().await.map_err(status)?;
+        }
+        Ok(Response::new(SidecarWriteResponse { written: w.size() }))
+    }
 }
 
 #[tonic::async_trait]
@@ -244,16 +266,14 @@ impl Sidecar for SidecarService {
         &self,
         req: Request<SidecarCommitRequest>,
     ) -> Result<Response<SidecarWriteResponse>, Status> {
-        let _g = self.state.enter_open();
-        let caller = crate::conn::peer(&req);
-        let h = req.into_inner().handle;
-        let w = self.state.writer(h, caller)?;
-        let mut g = w.lock().await;
-        let w = g
-            .as_mut()
-            .ok_or_else(|| Status::failed_precondition("the key is already committed"))?;
-        w.hsync().await.map_err(status)?;
-        Ok(Response::new(SidecarWriteResponse { written: w.size() }))
+        self.flush(req, true).await
+    }
+
+    async fn hflush(
+        &self,
+        req: Request<SidecarCommitRequest>,
+    ) -> Result<Response<SidecarWriteResponse>, Status> {
+        self.flush(req, false).await
     }
 
     async fn get_policy(

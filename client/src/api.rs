@@ -264,8 +264,14 @@ pub trait KeyWrite: Send {
     /// Appends `data`.
     fn write(&mut self, data: &[u8]) -> impl Future<Output = Result<()>> + Send;
 
-    /// hsync: the bytes written so far are durable and visible to readers
-    /// that open the file from now on.
+    /// hflush (HDFS's): every replica holds the bytes written so far and
+    /// readers that open the file from now on see them. Nothing is
+    /// fsynced and the OM is not called: a datanode that crashes, or a
+    /// whole-cluster power loss, may lose them.
+    fn hflush(&mut self) -> impl Future<Output = Result<()>> + Send;
+
+    /// hsync: as hflush, and every replica has fsynced the bytes and the
+    /// OM has recorded the length (what lease recovery keeps at least).
     fn hsync(&mut self) -> impl Future<Output = Result<()>> + Send;
 
     /// Commits the key; returns it.

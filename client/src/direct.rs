@@ -350,7 +350,8 @@ impl KeyAccess for Client {
     }
 
     async fn open_key_with(&self, path: KeyPath<'_>, verify: Option<bool>) -> Result<KeyReader> {
-        let key = self.inner.om.lookup(path).await?;
+        let mut key = self.inner.om.lookup(path).await?;
+        crate::visible::settle(&self.inner, &mut key).await;
         if let Some(sc) = &self.inner.sc {
             sc.discover().await;
         }

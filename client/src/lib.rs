@@ -31,6 +31,7 @@ mod replicas;
 mod shortcircuit;
 mod sidecar;
 mod stats;
+mod visible;
 mod writer;
 
 pub use api::{FsAccess, KeyAccess, KeyRead, KeyWrite};

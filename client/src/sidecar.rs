@@ -485,6 +485,17 @@ impl KeyWrite for SidecarWriter {
         Ok(())
     }
 
+    /// hflush: every replica holds the bytes written so far, and readers
+    /// that open the file from now on see them.
+    async fn hflush(&mut self) -> Result<()> {
+        self.rpc
+            .hflush(SidecarCommitRequest {
+                handle: self.handle,
+            })
+            .await?;
+        Ok(())
+    }
+
     /// hsync: the bytes written so far are durable and visible to readers
     /// that open the file from now on.
     async fn hsync(&mut self) -> Result<()> {

@@ -1,7 +1,10 @@
 //! Writing a key: chunks are checksummed once and sent to every replica of
 //! the current block; a failed datanode is excluded, a fresh block is
 //! allocated and the block's chunks are written again, so a committed key
-//! always has complete, verified replicas.
+//! always has complete, verified replicas. Each allocation reports the
+//! blocks finished so far to the OM (readers of a file being written see
+//! them); hflush sends the buffered tail to every replica, which serve it
+//! from then on, without the OM.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -25,6 +28,9 @@ struct OpenBlock {
     block: KeyBlock,
     chunks: Vec<(ChunkInfo, Bytes)>,
     written: u64,
+    /// Readers were shown part of this block (hflush or hsync): a block
+    /// that replaces it must show them as much before the writer goes on.
+    shown: bool,
 }
 
 impl OpenBlock {
@@ -33,6 +39,7 @@ impl OpenBlock {
             block,
             chunks: Vec::new(),
             written: 0,
+            shown: false,
         }
     }
 }
@@ -146,6 +153,7 @@ impl KeyWriter {
             session_id: self.session_id,
             exclude_datanodes: self.exclude.iter().cloned().collect(),
             client_node: self.inner.config.node_name.clone().unwrap_or_default(),
+            previous: self.done.clone(),
         };
         let r = om_call!(self.inner.om, allocate_block, req)?;
         r.block
@@ -170,7 +178,7 @@ impl KeyWriter {
         cur.chunks.push((info.clone(), data.clone()));
         let block = cur.block.clone();
         let full = cur.written == self.limit(&block);
-        let failures = self.send_chunk(&block, &info, &data).await;
+        let failures = self.send_chunk(&block, &info, &data, false).await;
         if !failures.is_empty() {
             self.recover(failures).await?;
         }
@@ -180,11 +188,14 @@ impl KeyWriter {
         Ok(())
     }
 
+    /// WriteChunk on every replica of `block` (`flush`: hflush, the
+    /// replicas serve the block up to the chunk's end from then on).
     async fn send_chunk(
         &self,
         block: &KeyBlock,
         info: &ChunkInfo,
         data: &Bytes,
+        flush: bool,
     ) -> Vec<ReplicaFailure> {
         self.on_replicas(block, |mut c| {
             let req = WriteChunkRequest {
@@ -192,6 +203,7 @@ impl KeyWriter {
                 chunk: Some(info.clone()),
                 data: data.clone(),
                 token: block.token.clone(),
+                flush,
             };
             async move { c.write_chunk(req).await.map(|_| ()) }
         })
@@ -275,17 +287,70 @@ impl KeyWriter {
             }
             let cur = self.current.as_mut().expect("current block");
             cur.block = block.clone();
-            let chunks = cur.chunks.clone();
+            let mut chunks = cur.chunks.clone();
+            let shown = cur.shown;
+            if shown {
+                // Readers saw part of the block, perhaps up to a tail: the
+                // new one shows at least as much before the writer goes on.
+                chunks.push(self.tail_chunk());
+            }
             failures.clear();
-            for (info, data) in &chunks {
-                failures = self.send_chunk(&block, info, data).await;
+            let last = chunks.len().saturating_sub(1);
+            for (i, (info, data)) in chunks.iter().enumerate() {
+                failures = self
+                    .send_chunk(&block, info, data, shown && i == last)
+                    .await;
                 if !failures.is_empty() {
                     break;
                 }
             }
+            if failures.is_empty() && shown {
+                failures = self.name_replacement().await?;
+            }
             if failures.is_empty() {
                 return Ok(());
             }
+        }
+    }
+
+    /// After a block readers had seen part of was replaced: syncs the
+    /// replacement (its chunks and the flushed tail) and has the OM name
+    /// it, so that readers and lease recovery look there. The replicas
+    /// that failed the sync, if any.
+    async fn name_replacement(&mut self) -> Result<Vec<ReplicaFailure>> {
+        let cur = self.current.as_ref().expect("current block");
+        let block = cur.block.clone();
+        let mut chunks: Vec<ChunkInfo> = cur.chunks.iter().map(|(c, _)| c.clone()).collect();
+        let (tail, _) = self.tail_chunk();
+        if tail.len > 0 {
+            chunks.push(tail);
+        }
+        let length = chunks.iter().map(|c| c.len).sum();
+        let data = BlockData {
+            id: block.block,
+            size: length,
+            chunks,
+            committed: false,
+        };
+        let (receipts, failures) = self.put_block(&block, data, true).await;
+        if !failures.is_empty() {
+            return Ok(failures);
+        }
+        let mut blocks = self.done.clone();
+        blocks.push(KeyBlock {
+            length,
+            receipts,
+            ..block
+        });
+        let req = HsyncRequest {
+            session_id: self.session_id,
+            blocks,
+            size: self.size,
+        };
+        match om_call!(self.inner.om, hsync, req) {
+            // An object-store key has no readers while it is written.
+            Ok(_) | Err(ClientError::Precondition(_)) => Ok(Vec::new()),
+            Err(e) => Err(e),
         }
     }
 
@@ -337,13 +402,12 @@ impl KeyWriter {
         }
     }
 
-    /// Sends the buffered bytes as the current block's last chunk (a block
-    /// is allocated if none is open), moving to a fresh block on failure.
-    async fn send_tail(&mut self) -> Result<(ChunkInfo, Bytes)> {
-        self.ensure_block().await?;
+    /// The buffered bytes as the current block's next chunk (empty when
+    /// nothing is buffered: flushed, it shows the block's chunks so far).
+    fn tail_chunk(&self) -> (ChunkInfo, Bytes) {
         let ck = self.inner.config.checksum;
         let data = Bytes::copy_from_slice(&self.buf);
-        let offset = self.current.as_ref().expect("current block").written;
+        let offset = self.current.as_ref().map_or(0, |c| c.written);
         let info = ChunkInfo {
             offset,
             len: data.len() as u64,
@@ -354,9 +418,20 @@ impl KeyWriter {
             }),
             fine_checksum: None,
         };
+        (info, data)
+    }
+
+    /// Sends the buffered bytes as the current block's last chunk (a block
+    /// is allocated if none is open), moving to a fresh block on failure;
+    /// `flush`: the replicas serve the block up to its end from then on.
+    async fn send_tail(&mut self, flush: bool) -> Result<(ChunkInfo, Bytes)> {
+        self.ensure_block().await?;
+        let (info, data) = self.tail_chunk();
         loop {
-            let block = self.current.as_ref().expect("current block").block.clone();
-            let failures = self.send_chunk(&block, &info, &data).await;
+            let cur = self.current.as_mut().expect("current block");
+            cur.shown |= flush;
+            let block = cur.block.clone();
+            let failures = self.send_chunk(&block, &info, &data, flush).await;
             if failures.is_empty() {
                 return Ok((info, data));
             }
@@ -380,7 +455,7 @@ impl KeyWriter {
             if let Some((info, bytes)) = tail
                 && tail_on != block.block
             {
-                let failures = self.send_chunk(&block, info, bytes).await;
+                let failures = self.send_chunk(&block, info, bytes, false).await;
                 if !failures.is_empty() {
                     self.recover(failures).await?;
                     continue;
@@ -430,6 +505,19 @@ impl KeyWrite for KeyWriter {
         Ok(())
     }
 
+    /// hflush: every replica holds (and serves) every byte written so far;
+    /// the buffered tail is sent as the current block's last chunk and
+    /// kept, as for hsync. No fsync, no OM call.
+    async fn hflush(&mut self) -> Result<()> {
+        if self.buf.is_empty() && self.current.as_ref().is_none_or(|c| c.written == 0) {
+            // Nothing written, or every byte is in finished blocks, which
+            // the replicas serve.
+            return Ok(());
+        }
+        self.send_tail(true).await?;
+        Ok(())
+    }
+
     /// hsync: makes every byte written so far durable on all replicas and
     /// visible to readers that open the file from now on (file-system
     /// buckets). The buffered tail is sent as the current block's last
@@ -438,8 +526,11 @@ impl KeyWrite for KeyWriter {
         let tail = if self.buf.is_empty() {
             None
         } else {
-            Some(self.send_tail().await?)
+            Some(self.send_tail(false).await?)
         };
+        if let Some(cur) = self.current.as_mut() {
+            cur.shown = true;
+        }
         let receipts = self.sync_current(tail.as_ref()).await?;
         let mut blocks = self.done.clone();
         if let Some(cur) = &self.current {

@@ -164,9 +164,10 @@ impl Datanode for DatanodeService {
         self.check_write(&r.token, &block, chunk.offset.saturating_add(chunk.len))?;
         let len = r.data.len() as u64;
         let verify = self.verify_writes;
+        let flush = r.flush;
         let data = r.data;
         self.blocking("WriteChunk", move |s| {
-            s.write_chunk(&block, &chunk, &data, verify)
+            s.write_chunk(&block, &chunk, &data, verify, flush)
         })
         .await?;
         self.metrics.bytes_written.inc_by(len);
@@ -391,5 +392,24 @@ impl Datanode for DatanodeService {
                 .inc();
         })?;
         Ok(Response::new(ReplicateBlockResponse { copied, source }))
+    }
+
+    async fn recover_block(
+        &self,
+        req: Request<RecoverBlockRequest>,
+    ) -> Result<Response<RecoverBlockResponse>, Status> {
+        self.count("RecoverBlock");
+        let mut r = req.into_inner();
+        let auth = r.auth.take();
+        self.check_command("RecoverBlock", auth.as_ref(), &r)?;
+        let id = need_block(r.block)?;
+        let commit = r.commit.then_some(r.length);
+        let b = self
+            .blocking("RecoverBlock", move |s| s.recover_block(&id, commit))
+            .await?;
+        Ok(Response::new(RecoverBlockResponse {
+            length: b.size,
+            committed: b.committed,
+        }))
     }
 }

@@ -4,6 +4,7 @@
 
 mod auth;
 mod bad_reports;
+mod block_recovery;
 pub mod cmd;
 mod deletion;
 mod dn_channels;

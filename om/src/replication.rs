@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ozone_proto::{
-    BlockHealth, BlockId, NodeState, OperationalState, ReplicateBlockRequest,
+    BlockHealth, BlockId, KeyBlock, NodeState, OperationalState, ReplicateBlockRequest,
     ReplicationStatusResponse,
 };
 use tokio::sync::watch;
@@ -782,6 +782,16 @@ impl ReplicationManager {
             s.sync()
         })
         .await?
+    }
+
+    /// Block recovery of `block`, the last block of a file whose lease is
+    /// recovered (see [`crate::block_recovery`]).
+    pub(crate) async fn recover_block(
+        &self,
+        block: &KeyBlock,
+    ) -> Option<crate::block_recovery::RecoveredBlock> {
+        let signer = self.tokens.as_ref().map(|(s, _)| s);
+        crate::block_recovery::recover(&self.channels, &self.registry, signer, block).await
     }
 
     fn start_copy(self: &Arc<Self>, c: Copy, nodes: &HashMap<String, NodeView>) {

@@ -271,11 +271,13 @@ pub async fn start(cfg: OmConfig) -> Result<OmHandle, StartError> {
         cfg.tls.clone(),
         rx.clone(),
     );
+    let recovery = replication.clone();
     let replicator = tokio::spawn(replication.run(rx.clone()));
     let cleaner = tokio::spawn(crate::open_keys::run(
         store.clone(),
         cfg.open_keys,
         metrics.clone(),
+        recovery,
         rx.clone(),
     ));
     let deleter = tokio::spawn(crate::deletion::run(

@@ -190,9 +190,9 @@ keys! {
     DEAD_NODE_INTERVAL: Duration = "ozone.scm.dead.node.interval", Some("90s"), [Om];
     /// How often the OM hands deleted blocks to datanodes.
     BLOCK_DELETING_INTERVAL: Duration = "ozone.block.deleting.service.interval", Some("1s"), [Om];
-    /// OM: a write session idle this long (no block, no hsync) is dropped and its blocks deleted.
+    /// OM: a write session idle this long (an object-store key, or a file without a block) is dropped and its blocks deleted.
     OPEN_KEY_EXPIRE: Duration = "ozone.om.open.key.expire.threshold", Some("7d"), [Om];
-    /// OM: a file with hsynced data idle this long is closed at its synced length.
+    /// OM: a file being written idle this long is lease-recovered (block recovery keeps what readers could see).
     LEASE_HARD_LIMIT: Duration = "ozone.om.lease.hard.limit", Some("7d"), [Om];
     /// OM: period of the open-key cleanup.
     OPEN_KEY_CLEANUP_INTERVAL: Duration = "ozone.om.open.key.cleanup.service.interval", Some("1m"), [Om];

@@ -225,13 +225,16 @@ impl BlockStore {
     }
 
     /// Writes one chunk of an uncommitted block after checking its checksums
-    /// (unless `verify` is false). Blocking: call from a blocking context.
+    /// (unless `verify` is false); with `flush` (hflush), readers see the
+    /// block up to this chunk's end from then on. Blocking: call from a
+    /// blocking context.
     pub fn write_chunk(
         &self,
         id: &BlockId,
         chunk: &ChunkInfo,
         data: &[u8],
         verify: bool,
+        flush: bool,
     ) -> Result<(), StorageError> {
         if chunk.len != data.len() as u64 {
             return Err(StorageError::Invalid(format!(
@@ -299,11 +302,72 @@ impl BlockStore {
             .file
             .write_all_at(data, chunk.offset)
             .map_err(io_err(&block.path))?;
-        block
-            .chunks
-            .lock()
-            .expect("lock")
-            .insert(chunk.offset, record);
+        let mut chunks = block.chunks.lock().expect("lock");
+        if chunk.len > 0 {
+            // An empty chunk only flushes what precedes it.
+            chunks.insert(chunk.offset, record);
+        }
+        if flush {
+            let end = chunk.offset + chunk.len;
+            let visible = Self::visible_prefix(&chunks, end).ok_or_else(|| {
+                StorageError::Invalid(format!(
+                    "hflush at {end}: the block's chunks do not cover 0..{end} without a gap"
+                ))
+            })?;
+            drop(chunks);
+            self.publish(id, &block, visible)?;
+        }
+        Ok(())
+    }
+
+    /// The chunk records from the block's start to exactly `end`, when
+    /// they follow each other without a gap (a chunk written again, longer,
+    /// replaces the shorter one at its offset).
+    fn visible_prefix(chunks: &BTreeMap<u64, ChunkInfo>, end: u64) -> Option<Vec<ChunkInfo>> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        for c in chunks.values() {
+            if at == end {
+                break;
+            }
+            if c.offset != at || at + c.len > end {
+                return None;
+            }
+            at += c.len;
+            out.push(c.clone());
+        }
+        (at == end).then_some(out)
+    }
+
+    /// hflush: serves `chunks` of open block `id` to readers (not durable:
+    /// nothing is fsynced and a restart forgets it).
+    fn publish(
+        &self,
+        id: &BlockId,
+        open: &OpenBlock,
+        chunks: Vec<ChunkInfo>,
+    ) -> Result<(), StorageError> {
+        let data = BlockData {
+            id: Some(*id),
+            size: chunks.iter().map(|c| c.len).sum(),
+            chunks,
+            committed: false,
+        };
+        let integrity = BlockIntegrity::of_block(&data)?;
+        let file = open.file.try_clone().map_err(io_err(&open.path))?;
+        let visible = Arc::new(CommittedBlock {
+            data,
+            integrity,
+            path: open.path.clone(),
+            file,
+        });
+        let key = key_of(id);
+        let mut served = self.committed.write().expect("lock");
+        // A flush never shortens what readers see (a late, shorter flush
+        // of a chunk written again loses to the longer one).
+        if served.get(&key).is_none_or(|b| b.size() <= visible.size()) {
+            served.insert(key, visible);
+        }
         Ok(())
     }
 
@@ -452,6 +516,45 @@ impl BlockStore {
         self.committed.write().expect("lock").remove(&key);
         self.reports.added(*id);
         Ok(block.size)
+    }
+
+    /// Block recovery: what this replica serves of block `id` (hflushed,
+    /// synced or committed); with `commit_at`, commits it at that length,
+    /// which must be what it serves, cutting what was written past it
+    /// (not acknowledged to readers). Blocking.
+    pub fn recover_block(
+        &self,
+        id: &BlockId,
+        commit_at: Option<u64>,
+    ) -> Result<BlockData, StorageError> {
+        let served = self.committed_block(id)?;
+        let Some(length) = commit_at else {
+            return Ok(served.data.clone());
+        };
+        if served.size() != length {
+            return Err(StorageError::Invalid(format!(
+                "block recovery at {length} bytes: this replica serves {}",
+                served.size()
+            )));
+        }
+        if served.data.committed {
+            return Ok(served.data.clone());
+        }
+        let key = key_of(id);
+        if let Some(open) = self.open.lock().expect("lock").get(&key) {
+            // Chunks written past the served length, or written again
+            // longer, give way to the records served.
+            *open.chunks.lock().expect("lock") = served
+                .data
+                .chunks
+                .iter()
+                .map(|c| (c.offset, c.clone()))
+                .collect();
+        }
+        let mut data = served.data.clone();
+        data.chunks.iter_mut().for_each(|c| c.fine_checksum = None);
+        self.put_block(&data)?;
+        Ok(self.committed_block(id)?.data.clone())
     }
 
     /// Reads a committed replica from its file (opened afresh, so a file
@@ -693,10 +796,13 @@ mod tests {
             // A wrong coarse checksum is caught through the fine ones.
             let mut bad = c1.clone();
             bad.checksum.as_mut().unwrap().checksums[1] ^= 1;
-            let e = s.write_chunk(&id, &bad, a, true).unwrap_err().to_string();
+            let e = s
+                .write_chunk(&id, &bad, a, true, false)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("window 1"), "{e}");
-            s.write_chunk(&id, &c1, a, true).unwrap();
-            s.write_chunk(&id, &c2, b, true).unwrap();
+            s.write_chunk(&id, &c1, a, true, false).unwrap();
+            s.write_chunk(&id, &c2, b, true, false).unwrap();
             let bd = BlockData {
                 id: Some(id),
                 chunks: vec![c1.clone(), c2.clone()],
@@ -760,7 +866,7 @@ mod tests {
             local_id: 9,
             commit_seq: 0,
         };
-        s.write_chunk(&id, &chunk(&ck, 0, b"12345678"), b"12345678", true)
+        s.write_chunk(&id, &chunk(&ck, 0, b"12345678"), b"12345678", true, false)
             .unwrap();
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         let file = s.block_path(&id);
@@ -786,12 +892,12 @@ mod tests {
             let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
             let c1 = chunk(&ck, 0, &data[..16]);
             let c2 = chunk(&ck, 16, &data[16..]);
-            s.write_chunk(&id, &c1, &data[..16], true).unwrap();
+            s.write_chunk(&id, &c1, &data[..16], true, false).unwrap();
             // A corrupt chunk is refused.
             let mut bad = data[16..].to_vec();
             bad[3] ^= 0xff;
             assert!(matches!(
-                s.write_chunk(&id, &c2, &bad, true),
+                s.write_chunk(&id, &c2, &bad, true, false),
                 Err(StorageError::Checksum(_))
             ));
             // Not readable before commit.
@@ -799,7 +905,7 @@ mod tests {
                 s.read(&id, 0, 1, false, false),
                 Err(StorageError::NotCommitted(1, 7))
             ));
-            s.write_chunk(&id, &c2, &data[16..], true).unwrap();
+            s.write_chunk(&id, &c2, &data[16..], true, false).unwrap();
             let bd = BlockData {
                 id: Some(id),
                 chunks: vec![c1, c2],
@@ -859,8 +965,9 @@ mod tests {
             // 32 whole bytes, then a 10-byte tail: sync.
             let c1 = chunk(&ck, 0, &data[..32]);
             let tail = chunk(&ck, 32, &data[32..42]);
-            s.write_chunk(&id, &c1, &data[..32], true).unwrap();
-            s.write_chunk(&id, &tail, &data[32..42], true).unwrap();
+            s.write_chunk(&id, &c1, &data[..32], true, false).unwrap();
+            s.write_chunk(&id, &tail, &data[32..42], true, false)
+                .unwrap();
             assert_eq!(
                 s.sync_block(&block(vec![c1.clone(), tail.clone()]))
                     .unwrap(),
@@ -880,7 +987,8 @@ mod tests {
             assert_eq!(s.used_bytes(), 42);
             // The tail is written again, longer, and synced.
             let longer = chunk(&ck, 32, &data[32..70]);
-            s.write_chunk(&id, &longer, &data[32..70], true).unwrap();
+            s.write_chunk(&id, &longer, &data[32..70], true, false)
+                .unwrap();
             s.sync_block(&block(vec![c1, longer])).unwrap();
             assert_eq!(
                 &s.read(&id, 0, 70, false, false).unwrap().1[..],
@@ -898,7 +1006,7 @@ mod tests {
         );
         let c1 = chunk(&ck, 0, &data[..32]);
         let rest = chunk(&ck, 32, &data[32..]);
-        s.write_chunk(&id, &rest, &data[32..], true).unwrap();
+        s.write_chunk(&id, &rest, &data[32..], true, false).unwrap();
         assert_eq!(s.put_block(&block(vec![c1, rest])).unwrap(), 100);
         assert!(s.committed_block(&id).unwrap().data.committed);
         assert_eq!(s.used_bytes(), 100);
@@ -908,6 +1016,57 @@ mod tests {
             s.sync_block(&block(vec![chunk(&ck, 0, &data[..32])])),
             Err(StorageError::AlreadyCommitted(4, 2))
         ));
+    }
+
+    #[test]
+    fn flushed_chunks_are_read_up_to_the_flush_and_forgotten_by_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = Checksummer::new(ChecksumType::Crc32c, 16).unwrap();
+        let id = BlockId {
+            container_id: 5,
+            local_id: 1,
+            commit_seq: 0,
+        };
+        let data: Vec<u8> = (0..100u8).collect();
+        let open = || BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
+        {
+            let s = open();
+            let c1 = chunk(&ck, 0, &data[..32]);
+            s.write_chunk(&id, &c1, &data[..32], true, false).unwrap();
+            assert!(
+                matches!(
+                    s.committed_block(&id),
+                    Err(StorageError::NotCommitted(5, 1))
+                ),
+                "nothing flushed yet: nothing to read"
+            );
+            // hflush of a 10-byte tail: 42 bytes readable, checksummed.
+            let tail = chunk(&ck, 32, &data[32..42]);
+            s.write_chunk(&id, &tail, &data[32..42], true, true)
+                .unwrap();
+            let b = s.committed_block(&id).unwrap();
+            assert_eq!((b.size(), b.data.committed), (42, false));
+            let (off, got, sums) = s.read(&id, 30, 12, true, false).unwrap();
+            assert_eq!((off, &got[..]), (16, &data[16..42]));
+            assert_eq!(sums.unwrap().checksums, ck.compute(&data[16..42]));
+            assert!(s.read(&id, 30, 13, false, false).is_err(), "past the flush");
+            assert_eq!(s.used_bytes(), 0, "flushed bytes are not durable yet");
+            // The tail written again, longer, and flushed: readers see more.
+            let longer = chunk(&ck, 32, &data[32..70]);
+            s.write_chunk(&id, &longer, &data[32..70], true, true)
+                .unwrap();
+            assert_eq!(&s.read(&id, 0, 70, true, false).unwrap().1[..], &data[..70]);
+            // A flush that would leave a gap is refused and changes nothing.
+            let after_gap = chunk(&ck, 80, &data[80..96]);
+            let e = s
+                .write_chunk(&id, &after_gap, &data[80..96], true, true)
+                .unwrap_err();
+            assert!(e.to_string().contains("without a gap"), "{e}");
+            assert_eq!(s.committed_block(&id).unwrap().size(), 70);
+        }
+        // Nothing was synced: a restarted datanode serves nothing of it.
+        let s = open();
+        assert!(s.committed_block(&id).is_err());
     }
 
     #[test]
@@ -930,7 +1089,7 @@ mod tests {
         };
         assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Absent);
         for l in 1..=3 {
-            s.write_chunk(&id(l), &c, &data, true).unwrap();
+            s.write_chunk(&id(l), &c, &data, true, false).unwrap();
         }
         assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Uncommitted);
         s.put_block(&block(1)).unwrap();
@@ -944,7 +1103,7 @@ mod tests {
         assert_eq!(inc.damaged, [id(2)]);
         s.delete(&[id(1)]).unwrap();
         assert_eq!(s.reports().take().removed, [id(1)]);
-        s.write_chunk(&id(4), &c, &data, true).unwrap();
+        s.write_chunk(&id(4), &c, &data, true, false).unwrap();
         // Full: committed and synced replicas, damaged apart; an open
         // block is not a replica yet.
         let full = s.full_report().unwrap();
@@ -965,7 +1124,7 @@ mod tests {
             commit_seq: 0,
         };
         let c1 = chunk(&ck, 0, b"abcd");
-        s.write_chunk(&id, &c1, b"abcd", true).unwrap();
+        s.write_chunk(&id, &c1, b"abcd", true, false).unwrap();
         let missing = BlockData {
             id: Some(id),
             chunks: vec![c1.clone(), chunk(&ck, 4, b"efgh")],
@@ -988,6 +1147,6 @@ mod tests {
             offset: 2,
             ..chunk(&ck, 2, b"zz")
         };
-        assert!(s.write_chunk(&id, &unaligned, b"zz", true).is_err());
+        assert!(s.write_chunk(&id, &unaligned, b"zz", true, false).is_err());
     }
 }

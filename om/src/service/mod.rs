@@ -461,9 +461,11 @@ impl OzoneManager for OmService {
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
         let sid = r.session_id;
         let block_size = self.settings.block_size;
+        let previous = r.previous;
+        let receipts = self.receipts();
         let mut block = self
             .run("AllocateBlock", move |s| {
-                s.allocate_block(sid, &ids, block_size)
+                s.allocate_block(sid, &ids, block_size, &previous, receipts.as_ref())
             })
             .await?;
         if let (Some((signer, ttl)), Some(id)) = (&self.settings.tokens, &block.block) {
@@ -704,9 +706,19 @@ impl OzoneManager for OmService {
             .checked_path(&who, req.into_inner().path, Rights::WRITE, "recover leases")
             .await?;
         let shown = format!("/{}/{}/{}", p.volume, p.bucket, p.path);
+        let q = p.clone();
+        let view = self
+            .run("RecoverLease", move |s| s.lookup_key(KeyPath::from(&q)))
+            .await?;
+        // The block being written may hold hflushed bytes the OM never
+        // heard of: its replicas settle its length first.
+        let block = match view.blocks.last() {
+            Some(last) if view.last_block_open => self.replication.recover_block(last).await,
+            _ => None,
+        };
         let (length, recovered) = self
             .run("RecoverLease", move |s| {
-                s.fs_recover_lease(KeyPath::from(&p), now_ms())
+                s.fs_recover_lease(KeyPath::from(&p), now_ms(), block.as_ref())
             })
             .await?;
         if recovered {

@@ -21,6 +21,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use super::quota::Usage;
 use super::tables::*;
 use super::{OmError, OmStore, bucket_key, decode};
+use crate::block_recovery::RecoveredBlock;
 
 /// Entries purged per transaction by the background purge.
 pub(crate) const PURGE_BATCH: usize = 1000;
@@ -501,11 +502,15 @@ impl OmStore {
         };
         match self.found(root, volume, bucket, path)? {
             Found::File(k) => Ok(named(k)),
-            Found::Open(s) => Ok(named(KeyInfo {
-                blocks: s.synced_blocks.clone(),
-                synced_blocks: Vec::new(),
-                ..s
-            })),
+            Found::Open(s) => {
+                let (blocks, last_block_open) = readable_blocks(&s);
+                Ok(named(KeyInfo {
+                    blocks,
+                    synced_blocks: Vec::new(),
+                    last_block_open,
+                    ..s
+                }))
+            }
             Found::Root | Found::Dir(_) => Err(OmError::Precondition(format!(
                 "/{volume}/{bucket}/{path} is a directory"
             ))),
@@ -784,15 +789,19 @@ impl OmStore {
         Ok(())
     }
 
-    /// Closes the file at `path` if it is being written, at its last synced
-    /// length (its writer is gone: HBase's WAL recovery); the blocks after
-    /// that point are queued for deletion, the writer's later calls fail.
-    /// Returns the length and whether the file was closed now; a file
-    /// already closed is left as it is.
+    /// Closes the file at `path` if it is being written (its writer is
+    /// gone: HBase's WAL recovery) at what a reader would see: its last
+    /// synced length and finished blocks, and the block being written at
+    /// the length block recovery found (`recovered`, when it is that block)
+    /// or else the OM's. Other blocks of the session are queued for
+    /// deletion; the writer's later calls fail. Returns the length and
+    /// whether the file was closed now; a file already closed is left as it
+    /// is.
     pub(crate) fn fs_recover_lease(
         &self,
         path: KeyPath<'_>,
         now: u64,
+        recovered: Option<&RecoveredBlock>,
     ) -> Result<(u64, bool), OmError> {
         let (volume, bucket, path) = path.parts();
         let root = self.require_fs(volume, bucket)?;
@@ -822,18 +831,31 @@ impl OmStore {
                         None => return Err(OmError::NotFound(format!("session {session}"))),
                     };
                     t.open.remove((parent, leaf))?;
+                    let (mut blocks, open) = readable_blocks(&s);
+                    if let (true, Some(r), Some(last)) = (open, recovered, blocks.last_mut())
+                        && last.block == Some(r.id)
+                        && r.length > last.length
+                    {
+                        last.length = r.length;
+                        last.replicas = r.replicas.iter().map(|d| super::id_only(d)).collect();
+                    }
+                    if blocks.last().is_some_and(|b| b.length == 0) {
+                        blocks.pop();
+                    }
                     let unused: Vec<KeyBlock> = s
                         .blocks
                         .iter()
-                        .filter(|a| !s.synced_blocks.iter().any(|k| k.block == a.block))
+                        .filter(|a| !blocks.iter().any(|k| k.block == a.block))
                         .cloned()
                         .collect();
                     Self::queue_deletes(&txn, &unused)?;
                     let reservation = Usage::reservation(&s);
                     let file = KeyInfo {
                         name: leaf.to_string(),
-                        blocks: s.synced_blocks.clone(),
+                        size: blocks.iter().map(|b| b.length).sum(),
+                        blocks,
                         synced_blocks: Vec::new(),
+                        last_block_open: false,
                         created_ms: now,
                         modified_ms: now,
                         parent_id: parent,
@@ -1014,6 +1036,32 @@ impl OmStore {
     }
 }
 
+/// What a reader of a file being written is shown: the blocks the OM knows
+/// the lengths of (the last hsync, or the blocks the writer has finished),
+/// and whether the last of them is still being written (its replicas tell
+/// how much an hflush has made visible). The block being written is the
+/// session's latest allocation; one allocated to replace a synced block
+/// that is still being written is left out until an hsync names it, and the
+/// replaced block's remaining replicas answer for it meanwhile.
+fn readable_blocks(s: &KeyInfo) -> (Vec<KeyBlock>, bool) {
+    let mut blocks = s.synced_blocks.clone();
+    let Some(latest) = s.blocks.last() else {
+        return (blocks, false);
+    };
+    let open_synced = s.last_block_open && !blocks.is_empty();
+    if open_synced || blocks.last().is_some_and(|b| b.block == latest.block) {
+        return (blocks, open_synced);
+    }
+    blocks.push(KeyBlock {
+        offset: s.size,
+        length: 0,
+        receipts: Vec::new(),
+        token: Vec::new(),
+        ..latest.clone()
+    });
+    (blocks, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1045,7 +1093,9 @@ mod tests {
     /// Writes and commits a one-block file on `dn1`.
     fn write(s: &OmStore, path: &str, size: u64) -> KeyInfo {
         let sid = s.open_key(&file(path), true, 2).unwrap();
-        let mut b = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
+        let mut b = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
         b.length = size;
         s.commit_key(sid, &[b], size, None, 3).unwrap()
     }
@@ -1082,7 +1132,9 @@ mod tests {
         let b = s.get_bucket("vol", "fsb").unwrap();
         assert_eq!((b.used_bytes, b.used_namespace), (120, 8));
         let sid = s.open_key(&file("a/x"), false, 2).unwrap();
-        let mut blk = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
+        let mut blk = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
         blk.length = 20;
         s.commit_key(sid, &[blk], 20, None, 3).unwrap();
         assert_eq!(s.get_bucket("vol", "fsb").unwrap().used_bytes, 150);
@@ -1166,7 +1218,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = new_bucket(d.path());
         let sid = s.open_key(&file("wal/w1"), true, 2).unwrap();
-        let mut b = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
+        let mut b = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
         assert!(
             !s.fs_is_closed(KeyPath::new("vol", "fsb", "wal/w1"))
                 .unwrap()
@@ -1186,7 +1240,7 @@ mod tests {
         // Lease recovery closes it at the synced length; the old writer's
         // commit is refused after that.
         let (len, _) = s
-            .fs_recover_lease(KeyPath::new("vol", "fsb", "wal/w1"), 4)
+            .fs_recover_lease(KeyPath::new("vol", "fsb", "wal/w1"), 4, None)
             .unwrap();
         assert_eq!(len, 7);
         assert!(
@@ -1200,6 +1254,72 @@ mod tests {
                 .size,
             7
         );
+    }
+
+    /// A reader of a file being written sees the finished blocks (reported
+    /// with the next allocation), the hsynced ones, and the block being
+    /// written flagged open; a block allocated to replace an hsynced one
+    /// is not shown until an hsync names it.
+    #[test]
+    fn readers_of_a_file_being_written_see_the_block_being_written() {
+        let d = tempfile::tempdir().unwrap();
+        let s = new_bucket(d.path());
+        let path = KeyPath::new("vol", "fsb", "wal/w2");
+        let sid = s.open_key(&file("wal/w2"), true, 2).unwrap();
+        let seen = |s: &OmStore| {
+            let k = s.lookup_key(path).unwrap();
+            let blocks: Vec<(u64, u64, u64)> = k
+                .blocks
+                .iter()
+                .map(|b| (b.block.unwrap().local_id, b.offset, b.length))
+                .collect();
+            (blocks, k.size, k.last_block_open)
+        };
+        assert_eq!(seen(&s), (vec![], 0, false));
+        let mut b1 = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
+        let l1 = b1.block.unwrap().local_id;
+        assert_eq!(seen(&s), (vec![(l1, 0, 0)], 0, true), "b1 is being written");
+        // b1 is finished at 100 bytes; the next allocation reports it.
+        b1.length = 100;
+        let mut b2 = s
+            .allocate_block(sid, &["dn1".into()], BS, std::slice::from_ref(&b1), None)
+            .unwrap();
+        let l2 = b2.block.unwrap().local_id;
+        assert_eq!(seen(&s), (vec![(l1, 0, 100), (l2, 100, 0)], 100, true));
+        // A report that is not an allocated block is refused, and changes
+        // nothing.
+        let stranger = KeyBlock {
+            block: Some(BlockId {
+                container_id: 99,
+                local_id: 99,
+                commit_seq: 0,
+            }),
+            length: 500,
+            ..Default::default()
+        };
+        assert!(matches!(
+            s.allocate_block(sid, &["dn1".into()], BS, &[stranger], None),
+            Err(OmError::Invalid(_))
+        ));
+        assert_eq!(seen(&s), (vec![(l1, 0, 100), (l2, 100, 0)], 100, true));
+        // hsync of 30 bytes of b2: the OM knows 130, b2 stays open.
+        b2.length = 30;
+        s.hsync_key(sid, &[b1.clone(), b2.clone()], 130, None)
+            .unwrap();
+        assert_eq!(seen(&s), (vec![(l1, 0, 100), (l2, 100, 30)], 130, true));
+        // b2 fails and b3 replaces it: b2's replicas answer until an hsync
+        // names b3 (the allocation's report of b1 alone shows less than
+        // the hsync did, so it changes nothing).
+        let mut b3 = s
+            .allocate_block(sid, &["dn2".into()], BS, std::slice::from_ref(&b1), None)
+            .unwrap();
+        let l3 = b3.block.unwrap().local_id;
+        assert_eq!(seen(&s), (vec![(l1, 0, 100), (l2, 100, 30)], 130, true));
+        b3.length = 40;
+        s.hsync_key(sid, &[b1, b3], 140, None).unwrap();
+        assert_eq!(seen(&s), (vec![(l1, 0, 100), (l3, 100, 40)], 140, true));
     }
 
     #[test]

@@ -203,14 +203,19 @@ impl OmStore {
 
     /// Allocates a block on `replicas` (datanode ids) for session `id`,
     /// reserves its space (see [`OmStore::reserve_block`]: `block_size`
-    /// bytes, or fewer near a quota) and records it in the session.
+    /// bytes, or fewer near a quota) and records it in the session. In a
+    /// file-system bucket, `previous` (the blocks the writer has finished,
+    /// with committed receipts when `receipts` is on) becomes what readers
+    /// see, unless an hsync already showed them more.
     pub(crate) fn allocate_block(
         &self,
         id: u64,
         replicas: &[String],
         block_size: u64,
+        previous: &[KeyBlock],
+        receipts: Option<&TokenSigner>,
     ) -> Result<KeyBlock, OmError> {
-        match self.allocate_block_in(id, replicas, block_size) {
+        match self.allocate_block_in(id, replicas, block_size, previous, receipts) {
             Err(OmError::QuotaExceeded(m)) => {
                 // Refused: the write ends, its blocks are deleted and its
                 // reservation given back (as for a commit over a quota).
@@ -226,6 +231,8 @@ impl OmStore {
         id: u64,
         replicas: &[String],
         block_size: u64,
+        previous: &[KeyBlock],
+        receipts: Option<&TokenSigner>,
     ) -> Result<KeyBlock, OmError> {
         let txn = self.write()?;
         let block = {
@@ -234,6 +241,16 @@ impl OmStore {
                 Some(v) => decode(v.value())?,
                 None => return Err(OmError::NotFound(format!("open key session {id}"))),
             };
+            let finished: u64 = previous.iter().map(|b| b.length).sum();
+            if session.parent_id != 0 && !previous.is_empty() && finished >= session.size {
+                // HDFS's addBlock(previous): the finished blocks are
+                // committed on every replica, so they are also where lease
+                // recovery closes the file.
+                session.synced_blocks =
+                    Self::checked_blocks(&session, previous, finished, receipts, true)?;
+                session.size = finished;
+                session.last_block_open = false;
+            }
             let mut sorted = replicas.to_vec();
             sorted.sort();
             let pipeline = sorted.join(",");
@@ -505,6 +522,7 @@ impl OmStore {
             }
             session.synced_blocks = Self::checked_blocks(&session, blocks, size, receipts, false)?;
             session.size = size;
+            session.last_block_open = true;
             session.modified_ms = ozone_common::now_ms();
             open.insert(id, session.encode_to_vec().as_slice())?;
         }
@@ -778,10 +796,10 @@ mod tests {
 
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
         let b1 = s
-            .allocate_block(sid, &["dn1".into(), "dn2".into()], BS)
+            .allocate_block(sid, &["dn1".into(), "dn2".into()], BS, &[], None)
             .unwrap();
         let b2 = s
-            .allocate_block(sid, &["dn2".into(), "dn3".into()], BS)
+            .allocate_block(sid, &["dn2".into(), "dn3".into()], BS, &[], None)
             .unwrap();
         assert_ne!(b1.block, b2.block);
         // Not visible before commit.
@@ -798,14 +816,20 @@ mod tests {
         );
         assert_eq!(s.session(sid).unwrap().blocks.len(), 2);
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
-        let b3 = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
+        let b3 = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
         let mut c3 = b3.clone();
         c3.length = 10;
         // A block of another session is refused.
         assert!(s.commit_key(sid, &[c2], 10, None, 2).is_err());
         let sid = s.open_key(&template("a/b"), false, 1).unwrap();
-        let b4 = s.allocate_block(sid, &["dn1".into()], BS).unwrap();
-        let b5 = s.allocate_block(sid, &["dn4".into()], BS).unwrap();
+        let b4 = s
+            .allocate_block(sid, &["dn1".into()], BS, &[], None)
+            .unwrap();
+        let b5 = s
+            .allocate_block(sid, &["dn4".into()], BS, &[], None)
+            .unwrap();
         let mut c5 = b5.clone();
         c5.length = 7;
         let k = s.commit_key(sid, &[c5], 7, None, 3).unwrap();

@@ -511,7 +511,7 @@ mod tests {
         let mut blocks = Vec::new();
         let mut left = size;
         while left > 0 {
-            let b = s.allocate_block(id, &["dn1".into()], BS)?;
+            let b = s.allocate_block(id, &["dn1".into()], BS, &[], None)?;
             let length = left.min(b.max_length);
             left -= length;
             blocks.push(ozone_proto::KeyBlock { length, ..b });
@@ -529,7 +529,9 @@ mod tests {
         let t = key("k", 0, ReplicationFactor::Three);
         // Without a quota a block may hold the block size.
         let id = s.open_key(&t, false, 1).unwrap();
-        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        let b1 = s
+            .allocate_block(id, &["dn1".into()], 1000, &[], None)
+            .unwrap();
         assert_eq!(b1.max_length, 1000);
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 3000);
         s.abort_session(id).unwrap();
@@ -538,7 +540,9 @@ mod tests {
         // Near a quota the block shrinks to the room left, whole windows.
         s.set_quota("v", "b", Some(2000), None).unwrap();
         let id = s.open_key(&t, false, 1).unwrap();
-        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        let b1 = s
+            .allocate_block(id, &["dn1".into()], 1000, &[], None)
+            .unwrap();
         assert_eq!(b1.max_length, 666, "2000 / 3 replicas");
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 1998);
         // The volume counts the reservation too.
@@ -547,11 +551,15 @@ mod tests {
         let other = s
             .open_key(&key("o", 0, ReplicationFactor::One), false, 1)
             .unwrap();
-        let b = s.allocate_block(other, &["dn1".into()], 1000).unwrap();
+        let b = s
+            .allocate_block(other, &["dn1".into()], 1000, &[], None)
+            .unwrap();
         assert_eq!(b.max_length, 2);
         // Then nothing is left: refused, and the refused session ends with
         // its reservation and blocks gone.
-        let e = s.allocate_block(other, &["dn1".into()], 1000).unwrap_err();
+        let e = s
+            .allocate_block(other, &["dn1".into()], 1000, &[], None)
+            .unwrap_err();
         assert!(matches!(e, OmError::QuotaExceeded(_)), "{e}");
         assert!(e.to_string().contains("2000 reserved"), "{e}");
         assert!(s.session(other).is_err());
@@ -576,7 +584,9 @@ mod tests {
         assert_eq!(s.get_bucket("v", "b").unwrap().reserved_bytes, 0);
         // A commit turns the reservation into the key's use.
         let id = s.open_key(&t, false, 1).unwrap();
-        let b1 = s.allocate_block(id, &["dn1".into()], 1000).unwrap();
+        let b1 = s
+            .allocate_block(id, &["dn1".into()], 1000, &[], None)
+            .unwrap();
         s.commit_key(id, &[KeyBlock { length: 250, ..b1 }], 250, None, 2)
             .unwrap();
         let b = s.get_bucket("v", "b").unwrap();

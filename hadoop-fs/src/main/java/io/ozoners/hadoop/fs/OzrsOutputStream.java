@@ -12,9 +12,11 @@ import org.apache.hadoop.fs.Syncable;
 
 /**
  * A file being written through the sidecar: bytes are buffered and sent in
- * pieces; {@code hflush}/{@code hsync} send what is buffered and make it
- * durable and visible to readers that open the file afterwards (the
- * sidecar's Hsync); {@code close} commits.
+ * pieces; {@code hflush} sends what is buffered and returns when every
+ * replica holds it and readers that open the file afterwards see it (the
+ * sidecar's Hflush: nothing fsynced, the OM not called); {@code hsync} also
+ * has every replica fsync it and the OM record the length (the sidecar's
+ * Hsync); {@code close} commits.
  */
 final class OzrsOutputStream extends OutputStream implements Syncable, StreamCapabilities {
   private static final int BUFFER = 1 << 20;
@@ -91,7 +93,9 @@ final class OzrsOutputStream extends OutputStream implements Syncable, StreamCap
 
   @Override
   public synchronized void hflush() throws IOException {
-    hsync();
+    checkOpen();
+    send();
+    Rpc.call(conn, () -> conn.call().hflush(SidecarCommitRequest.newBuilder().setHandle(handle).build()));
   }
 
   @Override

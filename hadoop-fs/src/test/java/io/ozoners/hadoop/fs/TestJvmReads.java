@@ -372,7 +372,10 @@ public class TestJvmReads {
     }
   }
 
-  /** Child JVM: writes `bytes` to `path`, hsyncs, writes more without sync, prints "synced", waits. */
+  /**
+   * Child JVM: writes `bytes` to `path`, hsyncs (hflushes with a fourth argument "hflush"), writes
+   * more without either, prints "synced", waits.
+   */
   public static void main(String[] args) throws Exception {
     Configuration conf = new Configuration();
     conf.set(OzrsFileSystem.SIDECAR_SOCKET, args[0]);
@@ -381,7 +384,11 @@ public class TestJvmReads {
         (short) 3, 1 << 20, null);
     byte[] b = data(5, Integer.parseInt(args[2]));
     out.write(b);
-    out.hsync();
+    if (args.length > 3 && args[3].equals("hflush")) {
+      out.hflush();
+    } else {
+      out.hsync();
+    }
     out.write(data(6, 1000));
     System.out.println("synced");
     System.out.flush();
@@ -390,14 +397,23 @@ public class TestJvmReads {
 
   @Test
   public void aKilledWriterJvmLeavesItsSyncedBytesForLeaseRecovery() throws Exception {
-    String path = "/vol/fsb/jvm/wal/wal.1";
+    killedWriterLeavesBytes("/vol/fsb/jvm/wal/wal.1", "hsync");
+  }
+
+  /** hflush, not hsync: the OM never heard the length; block recovery finds it on the replicas. */
+  @Test
+  public void aKilledWriterJvmLeavesItsFlushedBytesForLeaseRecovery() throws Exception {
+    killedWriterLeavesBytes("/vol/fsb/jvm/wal/wal.2", "hflush");
+  }
+
+  private void killedWriterLeavesBytes(String path, String how) throws Exception {
     int synced = 300_000;
     try (FileSystem fs = fs("node1")) {
       fs.mkdirs(new org.apache.hadoop.fs.Path("/vol/fsb/jvm/wal"));
       String java = System.getProperty("java.home") + "/bin/java";
       ProcessBuilder pb = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
           TestJvmReads.class.getName(), cluster.sidecars.get("node1").socket.getAbsolutePath(), path,
-          Integer.toString(synced));
+          Integer.toString(synced), how);
       pb.redirectErrorStream(true);
       Process child = pb.start();
       BufferedReader r = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
@@ -407,6 +423,12 @@ public class TestJvmReads {
         seen.append(line).append('\n');
       }
       assertEquals("child JVM output: " + seen, "synced", line);
+      // While the writer lives, a new reader sees every flushed byte.
+      try (FSDataInputStream in = fs.open(new org.apache.hadoop.fs.Path(path))) {
+        byte[] live = new byte[synced];
+        in.readFully(0, live);
+        assertArrayEquals(data(5, synced), live);
+      }
       new ProcessBuilder("kill", "-9", Long.toString(child.pid())).start().waitFor();
       assertTrue(child.waitFor(30, TimeUnit.SECONDS));
       assertNotEquals(0, child.exitValue());
