@@ -38,7 +38,7 @@ def fmt(v, digits=0):
 
 rows = []
 for system, mode in dict.fromkeys((s, m) for s, m, _ in medians):
-    if mode in ("raw-pread", "hbase"):
+    if mode in ("raw-pread", "hbase", "wal"):
         continue
     rnd = get(system, mode, "random-64k-16t")
     raw = get(system, "raw-pread", "random-64k-16t")
@@ -60,6 +60,20 @@ if any(gets.values()):
     print("|---|---:|")
     for s, v in gets.items():
         print(f"| {s} | {fmt(v)} |")
+    print()
+
+wal = [r for r in rounds if r["mode"] == "wal" and r["unit"] == "ops/s"]
+wal_ratios = []
+if wal:
+    workload = wal[0]["workload"]
+    print(f"| system | {workload}: appends/s (median) | p99 of append + hflush, ms (median) |")
+    print("|---|---:|---:|")
+    for s in ("ozone-rs", "hdfs"):
+        print(f"| {s} | {fmt(get(s, 'wal', workload))} | {fmt(get(s, 'wal', workload + '-p99'), 2)} |")
+    by_round = {}
+    for r in wal:
+        by_round.setdefault(r["round"], {})[r["system"]] = r["value"]
+    wal_ratios = sorted(v["ozone-rs"] / v["hdfs"] for v in by_round.values() if len(v) == 2)
     print()
 
 ours_off = get("ozone-rs", "short-circuit-verify-off", "random-64k-16t")
@@ -84,8 +98,12 @@ if ours_off:
     )
 if gets.get("ozone-rs") and gets.get("hdfs"):
     ratios["HBase random gets: ozone-rs / HDFS"] = gets["ozone-rs"] / gets["hdfs"]
+if wal_ratios:
+    ratios["WAL appends + hflush: ozone-rs / HDFS (median of rounds)"] = wal_ratios[len(wal_ratios) // 2]
 for k, v in ratios.items():
     print(f"- {k}: {v:.2f}")
+if wal_ratios:
+    print(f"  (WAL rounds: {', '.join(f'{v:.2f}' for v in wal_ratios)})")
 if out_json:
     with open(out_json, "w") as f:
         json.dump(

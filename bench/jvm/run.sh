@@ -13,18 +13,24 @@
 #      table whose HFiles are in the page cache and not in HBase's block
 #      cache, on this project (sidecar from the shipped HBase example) and
 #      on HDFS (its local reader, as HBase on HDFS runs when co-located).
+#   4. HBase's WAL pattern (WalBench): 8 threads appending 1 KiB entries,
+#      each followed by hflush, on both systems at once, the two taking
+#      turns round by round (A B B A A B): appends/s and p99 latency.
 #
 # Apache Ozone is not measured: its mini cluster does not resolve from
 # Maven Central (docs/PERFORMANCE.md gives its published figures).
 #
 #   bash bench/jvm/run.sh [--json FILE]
 #   BENCH_OPTS="-Dbench.mib=64 -Dbench.rounds=1" HBASE_BENCH_ROWS=50000 bash bench/jvm/run.sh
+#   BENCH_STEPS="wal" bash bench/jvm/run.sh     # only some of: fs hbase wal
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 json=""
 if [ "${1:-}" = --json ]; then json=$(realpath -m "$2"); fi
 rows=${HBASE_BENCH_ROWS:-200000}
+steps=" ${BENCH_STEPS:-fs hbase wal} "
+want() { [[ $steps == *" $1 "* ]]; }
 get_seconds=${HBASE_BENCH_SECONDS:-20}
 
 source e2e/tools.sh
@@ -75,6 +81,7 @@ local_cluster() {
   om=$(sed -n 's/^ready om=//p' "$work/up.out")
 }
 
+if want fs; then
 step "FsBench: ozone-rs through the jar"
 local_cluster --sidecars
 ozone --om "$om" sh volume create /bench > /dev/null
@@ -91,6 +98,7 @@ step "FsBench: HDFS 3.5.0"
 java -Xmx2g ${BENCH_OPTS:-} -cp "$bench_jar:$(cat bench/jvm/target/hdfs.cp)" \
   io.ozoners.bench.Main hdfs "$work/hdfs" 2> "$work/logs/hdfs-bench.log" | tee -a "$results"
 rm -rf "$work/hdfs"
+fi
 
 # hbase_gets POD SYSTEM: load a table of $rows rows (8 regions, flushed and
 # major-compacted, no block cache) from a client in POD, and time random gets.
@@ -104,6 +112,7 @@ hbase_gets() {
     tee -a "$results"
 }
 
+if want hbase; then
 step "HBase random gets: ozone-rs"
 local_cluster
 ozone --om "$om" sh volume create /hbase > /dev/null
@@ -129,6 +138,26 @@ no_sidecar hdfs
 start_hbase hdfs hdfs
 hbase_gets hdfs hdfs
 stop_pids
+fi
+
+if want wal; then
+step "WAL appends + hflush, 8 threads: ozone-rs and HDFS 3.5.0 in turns"
+local_cluster --sidecars
+ozone --om "$om" sh volume create /wal > /dev/null
+ozone --om "$om" sh bucket create --layout FILE_SYSTEM_OPTIMIZED /wal/fsb > /dev/null
+socket=$(sed -n 's/^sidecar node1-sidecar .*socket=\([^ ]*\) .*/\1/p' "$work/up.out")
+rm -rf "$work/hdfs-wal" "$work/hdfs-wal.uri"
+java -Xmx1g -cp "$bench_jar:$(cat bench/jvm/target/hdfs.cp)" io.ozoners.bench.Main hdfs-serve \
+  "$work/hdfs-wal" "$work/hdfs-wal.uri" > "$work/logs/hdfs-wal.log" 2>&1 &
+pids+=($!)
+wait_for 120 test -s "$work/hdfs-wal.uri" || { echo "HDFS did not start"; exit 1; }
+# shellcheck disable=SC2086
+OZONE_SIDECAR_SOCKET=$socket java -Xmx2g ${BENCH_OPTS:-} \
+  -cp "$bench_jar:$(cat bench/jvm/target/hdfs.cp):$jar" io.ozoners.bench.Main wal \
+  ozrs://ozone/wal/fsb/w "$(cat "$work/hdfs-wal.uri")/wal" | tee -a "$results"
+stop_pids
+stop_cluster
+fi
 
 step "results"
 "$py" bench/jvm/report.py "$results" ${json:+--json "$json"}

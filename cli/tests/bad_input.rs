@@ -212,6 +212,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
             data: Bytes::from(payload.clone()),
             token: Vec::new(),
             flush: false,
+            data_offset: 0,
         })
         .await
         .unwrap_err();

@@ -556,6 +556,41 @@ async fn hflush_shows_bytes_to_a_new_reader_without_the_om() {
     f.write(&want[flushed..]).await.unwrap();
     f.close().await.unwrap();
     assert!(read(&r, "WALs/rs1/wal.2").await == want);
+
+    // WAL-sized appends into one growing tail chunk (4 MB chunks): each
+    // flush sends its new bytes and at most one checksum window again,
+    // not the whole tail.
+    let http: Vec<String> = w
+        .om()
+        .list_datanodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.http_address)
+        .collect();
+    let received = || -> u64 {
+        http.iter()
+            .map(|h| metric(h, "ozone_datanode_written_bytes_total"))
+            .sum()
+    };
+    let w4 = client(&tc.cluster, None, &[]);
+    let before = received();
+    let entries = data::bytes(12, 300 * 1000);
+    let mut f = w4
+        .create_file(KeyPath::new(V, B, "WALs/rs1/wal.3"), false)
+        .await
+        .unwrap();
+    for e in entries.chunks(1000) {
+        f.write(e).await.unwrap();
+        f.hflush().await.unwrap();
+    }
+    let sent = received() - before;
+    assert!(
+        (3 * 300_000..=3 * 300 * (16_384 + 1000)).contains(&sent),
+        "the replicas received {sent} bytes for 300 flushes of 1000 bytes"
+    );
+    assert!(read(&r, "WALs/rs1/wal.3").await == entries);
+    f.close().await.unwrap();
 }
 
 /// A stream of hflushes while the datanodes of the block being written

@@ -901,6 +901,7 @@ async fn write_block(block: &KeyBlock, len: usize) -> Vec<BlockReceipt> {
             data: data.clone().into(),
             token: block.token.clone(),
             flush: false,
+            data_offset: 0,
         })
         .await
         .unwrap();
@@ -1021,6 +1022,7 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
             data: big.clone().into(),
             token: b1.token.clone(),
             flush: false,
+            data_offset: 0,
         })
         .await
         .unwrap_err();

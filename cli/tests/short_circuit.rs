@@ -328,6 +328,7 @@ async fn block_tokens_guard_socket_and_grpc() {
                 data: payload.clone(),
                 token: token.clone(),
                 flush: false,
+                data_offset: 0,
             })
             .await
             .expect_err(what);
@@ -367,6 +368,7 @@ async fn block_tokens_guard_socket_and_grpc() {
         data: payload.clone(),
         token: signer.sign_write(&fresh, &me, 4096, far),
         flush: false,
+        data_offset: 0,
     })
     .await
     .unwrap();

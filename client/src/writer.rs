@@ -31,6 +31,12 @@ struct OpenBlock {
     /// Readers were shown part of this block (hflush or hsync): a block
     /// that replaces it must show them as much before the writer goes on.
     shown: bool,
+    /// Bytes of the buffered tail (the chunk at `written`) every replica
+    /// holds: the next send of the tail starts at the last whole checksum
+    /// window before it.
+    tail_sent: u64,
+    /// The block's length as of the last hflush or hsync.
+    visible: u64,
 }
 
 impl OpenBlock {
@@ -40,6 +46,8 @@ impl OpenBlock {
             chunks: Vec::new(),
             written: 0,
             shown: false,
+            tail_sent: 0,
+            visible: 0,
         }
     }
 }
@@ -53,6 +61,10 @@ pub struct KeyWriter {
     session_id: u64,
     block_size: u64,
     buf: BytesMut,
+    /// Checksums of the buffered tail's windows; those of its first
+    /// `tail_whole` (whole) windows stay valid as it grows.
+    tail_sums: Vec<u32>,
+    tail_whole: usize,
     current: Option<OpenBlock>,
     done: Vec<KeyBlock>,
     exclude: HashSet<String>,
@@ -106,6 +118,8 @@ impl KeyWriter {
             session_id: r.session_id,
             block_size: r.block_size.max(1),
             buf: BytesMut::with_capacity(inner.config.chunk_size as usize),
+            tail_sums: Vec::new(),
+            tail_whole: 0,
             current: None,
             done: Vec::new(),
             exclude: HashSet::new(),
@@ -161,6 +175,9 @@ impl KeyWriter {
     }
 
     async fn write_chunk(&mut self, data: Bytes) -> Result<()> {
+        // The tail became this chunk: a new tail starts.
+        self.tail_sums.clear();
+        self.tail_whole = 0;
         self.ensure_block().await?;
         let ck = self.inner.config.checksum;
         let cur = self.current.as_mut().expect("current block");
@@ -174,11 +191,15 @@ impl KeyWriter {
             }),
             fine_checksum: None,
         };
+        // What an hflush sent of this chunk already stays where it is.
+        let from = window_floor(cur.tail_sent, ck.bytes_per_checksum());
+        cur.tail_sent = 0;
         cur.written += info.len;
         cur.chunks.push((info.clone(), data.clone()));
         let block = cur.block.clone();
         let full = cur.written == self.limit(&block);
-        let failures = self.send_chunk(&block, &info, &data, false).await;
+        let rest = data.slice(from as usize..);
+        let failures = self.send_chunk(&block, &info, &rest, false, from).await;
         if !failures.is_empty() {
             self.recover(failures).await?;
         }
@@ -188,7 +209,8 @@ impl KeyWriter {
         Ok(())
     }
 
-    /// WriteChunk on every replica of `block` (`flush`: hflush, the
+    /// WriteChunk on every replica of `block`: the chunk `info`, whose
+    /// bytes from `data_offset` on are `data` (`flush`: hflush, the
     /// replicas serve the block up to the chunk's end from then on).
     async fn send_chunk(
         &self,
@@ -196,6 +218,7 @@ impl KeyWriter {
         info: &ChunkInfo,
         data: &Bytes,
         flush: bool,
+        data_offset: u64,
     ) -> Vec<ReplicaFailure> {
         self.on_replicas(block, |mut c| {
             let req = WriteChunkRequest {
@@ -204,6 +227,7 @@ impl KeyWriter {
                 data: data.clone(),
                 token: block.token.clone(),
                 flush,
+                data_offset,
             };
             async move { c.write_chunk(req).await.map(|_| ()) }
         })
@@ -287,24 +311,27 @@ impl KeyWriter {
             }
             let cur = self.current.as_mut().expect("current block");
             cur.block = block.clone();
+            cur.tail_sent = 0;
             let mut chunks = cur.chunks.clone();
             let shown = cur.shown;
             if shown {
                 // Readers saw part of the block, perhaps up to a tail: the
                 // new one shows at least as much before the writer goes on.
-                chunks.push(self.tail_chunk());
+                chunks.push(self.tail_chunk(0));
             }
             failures.clear();
             let last = chunks.len().saturating_sub(1);
             for (i, (info, data)) in chunks.iter().enumerate() {
                 failures = self
-                    .send_chunk(&block, info, data, shown && i == last)
+                    .send_chunk(&block, info, data, shown && i == last, 0)
                     .await;
                 if !failures.is_empty() {
                     break;
                 }
             }
             if failures.is_empty() && shown {
+                let tail = self.buf.len() as u64;
+                self.current.as_mut().expect("current block").tail_sent = tail;
                 failures = self.name_replacement().await?;
             }
             if failures.is_empty() {
@@ -318,10 +345,10 @@ impl KeyWriter {
     /// it, so that readers and lease recovery look there. The replicas
     /// that failed the sync, if any.
     async fn name_replacement(&mut self) -> Result<Vec<ReplicaFailure>> {
+        let (tail, _) = self.tail_chunk(self.buf.len());
         let cur = self.current.as_ref().expect("current block");
         let block = cur.block.clone();
         let mut chunks: Vec<ChunkInfo> = cur.chunks.iter().map(|(c, _)| c.clone()).collect();
-        let (tail, _) = self.tail_chunk();
         if tail.len > 0 {
             chunks.push(tail);
         }
@@ -402,68 +429,96 @@ impl KeyWriter {
         }
     }
 
+    /// Records that readers are shown every byte of the current block.
+    fn shown_up_to_here(&mut self) -> Result<()> {
+        let tail = self.buf.len() as u64;
+        if let Some(cur) = self.current.as_mut() {
+            cur.visible = cur.written + tail;
+        }
+        Ok(())
+    }
+
     /// The buffered bytes as the current block's next chunk (empty when
-    /// nothing is buffered: flushed, it shows the block's chunks so far).
-    fn tail_chunk(&self) -> (ChunkInfo, Bytes) {
+    /// nothing is buffered: flushed, it shows the block's chunks so far):
+    /// its record, every window's checksum, and its bytes from `from` on.
+    fn tail_chunk(&mut self, from: usize) -> (ChunkInfo, Bytes) {
         let ck = self.inner.config.checksum;
-        let data = Bytes::copy_from_slice(&self.buf);
+        let bpc = ck.bytes_per_checksum() as usize;
+        // Whole windows summed before keep their checksums.
+        self.tail_sums.truncate(self.tail_whole);
+        ck.compute_into(&self.buf[self.tail_whole * bpc..], &mut self.tail_sums);
+        self.tail_whole = self.buf.len() / bpc;
+        let data = Bytes::copy_from_slice(&self.buf[from..]);
         let offset = self.current.as_ref().map_or(0, |c| c.written);
         let info = ChunkInfo {
             offset,
-            len: data.len() as u64,
+            len: self.buf.len() as u64,
             checksum: Some(ChecksumData {
                 r#type: ck.kind() as i32,
                 bytes_per_checksum: ck.bytes_per_checksum(),
-                checksums: ck.compute(&data),
+                checksums: self.tail_sums.clone(),
             }),
             fine_checksum: None,
         };
         (info, data)
     }
 
-    /// Sends the buffered bytes as the current block's last chunk (a block
-    /// is allocated if none is open), moving to a fresh block on failure;
-    /// `flush`: the replicas serve the block up to its end from then on.
-    async fn send_tail(&mut self, flush: bool) -> Result<(ChunkInfo, Bytes)> {
+    /// Sends what the replicas of the current block lack of the buffered
+    /// tail (from the last whole window they hold); `flush`: they serve
+    /// the block up to its end from then on. The replicas that failed.
+    async fn send_tail_piece(&mut self, flush: bool) -> Vec<ReplicaFailure> {
+        let bpc = self.inner.config.checksum.bytes_per_checksum();
+        let sent = self.current.as_ref().map_or(0, |c| c.tail_sent);
+        let from = window_floor(sent, bpc);
+        let (info, data) = self.tail_chunk(from as usize);
+        let cur = self.current.as_mut().expect("current block");
+        // A replica may serve the flush even if another fails it.
+        cur.shown |= flush;
+        let block = cur.block.clone();
+        let failures = self.send_chunk(&block, &info, &data, flush, from).await;
+        if failures.is_empty() {
+            let tail = self.buf.len() as u64;
+            self.current.as_mut().expect("current block").tail_sent = tail;
+        }
+        failures
+    }
+
+    /// Sends the buffered tail to the current block (a block is allocated
+    /// if none is open), moving to a fresh block on failure; `flush`: the
+    /// replicas serve the block up to its end from then on.
+    async fn send_tail(&mut self, flush: bool) -> Result<()> {
         self.ensure_block().await?;
-        let (info, data) = self.tail_chunk();
         loop {
-            let cur = self.current.as_mut().expect("current block");
-            cur.shown |= flush;
-            let block = cur.block.clone();
-            let failures = self.send_chunk(&block, &info, &data, flush).await;
+            let failures = self.send_tail_piece(flush).await;
             if failures.is_empty() {
-                return Ok((info, data));
+                return Ok(());
             }
             self.recover(failures).await?;
         }
     }
 
-    /// Syncs the current block (its chunks and `tail`) on every replica;
-    /// after a failure the chunks move to a fresh block (the tail too).
-    /// Returns the replicas' receipts for the synced length.
-    async fn sync_current(
-        &mut self,
-        tail: Option<&(ChunkInfo, Bytes)>,
-    ) -> Result<Vec<BlockReceipt>> {
-        let mut tail_on = self.current.as_ref().and_then(|c| c.block.block);
+    /// Syncs the current block (its chunks and the buffered tail) on every
+    /// replica; after a failure the chunks move to a fresh block (the tail
+    /// too). Returns the replicas' receipts for the synced length.
+    async fn sync_current(&mut self) -> Result<Vec<BlockReceipt>> {
         loop {
             let Some(cur) = self.current.as_ref() else {
                 return Ok(Vec::new());
             };
-            let block = cur.block.clone();
-            if let Some((info, bytes)) = tail
-                && tail_on != block.block
-            {
-                let failures = self.send_chunk(&block, info, bytes, false).await;
+            if cur.tail_sent < self.buf.len() as u64 {
+                let failures = self.send_tail_piece(false).await;
                 if !failures.is_empty() {
                     self.recover(failures).await?;
-                    continue;
                 }
-                tail_on = block.block;
+                continue;
             }
+            let (tail, _) = self.tail_chunk(self.buf.len());
+            let cur = self.current.as_ref().expect("current block");
+            let block = cur.block.clone();
             let mut chunks: Vec<ChunkInfo> = cur.chunks.iter().map(|(c, _)| c.clone()).collect();
-            chunks.extend(tail.map(|(c, _)| c.clone()));
+            if tail.len > 0 {
+                chunks.push(tail);
+            }
             let data = BlockData {
                 id: block.block,
                 size: chunks.iter().map(|c| c.len).sum(),
@@ -477,6 +532,11 @@ impl KeyWriter {
             self.recover(failures).await?;
         }
     }
+}
+
+/// `n` rounded down to a whole number of `bpc`-byte windows.
+fn window_floor(n: u64, bpc: u32) -> u64 {
+    n - n % bpc as u64
 }
 
 impl KeyWrite for KeyWriter {
@@ -506,37 +566,43 @@ impl KeyWrite for KeyWriter {
     }
 
     /// hflush: every replica holds (and serves) every byte written so far;
-    /// the buffered tail is sent as the current block's last chunk and
-    /// kept, as for hsync. No fsync, no OM call.
+    /// the buffered tail's new bytes go to the current block as its last
+    /// chunk, which grows with the file (the tail is kept until the chunk
+    /// is whole). No fsync, no OM call; a flush with nothing new sends
+    /// nothing.
     async fn hflush(&mut self) -> Result<()> {
-        if self.buf.is_empty() && self.current.as_ref().is_none_or(|c| c.written == 0) {
-            // Nothing written, or every byte is in finished blocks, which
-            // the replicas serve.
+        let Some(cur) = self.current.as_ref() else {
+            if self.buf.is_empty() {
+                // Nothing written, or every byte is in finished blocks,
+                // which the replicas serve.
+                return Ok(());
+            }
+            self.send_tail(true).await?;
+            return self.shown_up_to_here();
+        };
+        if cur.visible == cur.written + self.buf.len() as u64 {
             return Ok(());
         }
         self.send_tail(true).await?;
-        Ok(())
+        self.shown_up_to_here()
     }
 
     /// hsync: makes every byte written so far durable on all replicas and
     /// visible to readers that open the file from now on (file-system
-    /// buckets). The buffered tail is sent as the current block's last
-    /// chunk and kept: it is written again, longer, as the file grows.
+    /// buckets), as hflush and with an fsync on every replica and the
+    /// length recorded by the OM.
     async fn hsync(&mut self) -> Result<()> {
-        let tail = if self.buf.is_empty() {
-            None
-        } else {
-            Some(self.send_tail(false).await?)
-        };
+        if !self.buf.is_empty() {
+            self.ensure_block().await?;
+        }
         if let Some(cur) = self.current.as_mut() {
             cur.shown = true;
         }
-        let receipts = self.sync_current(tail.as_ref()).await?;
+        let receipts = self.sync_current().await?;
         let mut blocks = self.done.clone();
         if let Some(cur) = &self.current {
-            let tail_len = tail.as_ref().map_or(0, |(c, _)| c.len);
             blocks.push(KeyBlock {
-                length: cur.written + tail_len,
+                length: cur.written + self.buf.len() as u64,
                 receipts,
                 ..cur.block.clone()
             });
@@ -547,7 +613,7 @@ impl KeyWrite for KeyWriter {
             size: self.size,
         };
         om_call!(self.inner.om, hsync, req)?;
-        Ok(())
+        self.shown_up_to_here()
     }
 
     /// Writes what is buffered, commits the last block and makes the key

@@ -319,7 +319,7 @@ impl Replicator {
             };
             let record = chunk.clone();
             // Checked against the chunk's checksums on arrival.
-            self.blocking(move |s| s.write_chunk(&id, &record, &bytes, true, false))
+            self.blocking(move |s| s.write_chunk(&id, &record, &bytes, 0, true, false))
                 .await?;
             copied += chunk.len;
             self.metrics.replication_bytes.inc_by(chunk.len);

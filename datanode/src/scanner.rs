@@ -191,7 +191,7 @@ mod tests {
             }),
             fine_checksum: None,
         };
-        s.write_chunk(&id, &c, data, true, false).unwrap();
+        s.write_chunk(&id, &c, data, 0, true, false).unwrap();
         s.put_block(&BlockData {
             id: Some(id),
             chunks: vec![c],

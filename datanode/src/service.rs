@@ -21,9 +21,9 @@ impl From<StorageError> for Status {
         let msg = e.to_string();
         match e {
             StorageError::NotFound(..) => Status::not_found(msg),
-            StorageError::AlreadyCommitted(..) | StorageError::NotCommitted(..) => {
-                Status::failed_precondition(msg)
-            }
+            StorageError::AlreadyCommitted(..)
+            | StorageError::NotCommitted(..)
+            | StorageError::Incomplete(_) => Status::failed_precondition(msg),
             StorageError::Invalid(_) | StorageError::Checksum(_) => Status::invalid_argument(msg),
             StorageError::OutOfRange { .. } => Status::out_of_range(msg),
             StorageError::Io { .. } | StorageError::Meta(_) => Status::internal(msg),
@@ -165,9 +165,10 @@ impl Datanode for DatanodeService {
         let len = r.data.len() as u64;
         let verify = self.verify_writes;
         let flush = r.flush;
+        let data_offset = r.data_offset;
         let data = r.data;
         self.blocking("WriteChunk", move |s| {
-            s.write_chunk(&block, &chunk, &data, verify, flush)
+            s.write_chunk(&block, &chunk, &data, data_offset, verify, flush)
         })
         .await?;
         self.metrics.bytes_written.inc_by(len);

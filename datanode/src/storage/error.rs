@@ -32,6 +32,10 @@ pub enum StorageError {
     },
     #[error("metadata store: {0}")]
     Meta(String),
+    /// A write continues a chunk whose earlier bytes this replica does not
+    /// hold (the writer sends the chunk whole, or elsewhere).
+    #[error("{0}")]
+    Incomplete(String),
     /// The replica failed a scan and is no longer served.
     #[error("block {0}:{1} is corrupt on this datanode: {2}")]
     Corrupt(u64, u64, String),

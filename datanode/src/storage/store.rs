@@ -224,21 +224,25 @@ impl BlockStore {
             .clone())
     }
 
-    /// Writes one chunk of an uncommitted block after checking its checksums
-    /// (unless `verify` is false); with `flush` (hflush), readers see the
-    /// block up to this chunk's end from then on. Blocking: call from a
-    /// blocking context.
+    /// Writes one chunk of an uncommitted block, or its bytes from
+    /// `data_offset` on (a growing tail chunk; the replica must hold the
+    /// bytes before, as written with the same checksums), after checking
+    /// the checksums (unless `verify` is false); with `flush` (hflush),
+    /// readers see the block up to this chunk's end from then on.
+    /// Blocking: call from a blocking context.
+    #[allow(clippy::too_many_arguments)]
     pub fn write_chunk(
         &self,
         id: &BlockId,
         chunk: &ChunkInfo,
         data: &[u8],
+        data_offset: u64,
         verify: bool,
         flush: bool,
     ) -> Result<(), StorageError> {
-        if chunk.len != data.len() as u64 {
+        if data_offset.checked_add(data.len() as u64) != Some(chunk.len) {
             return Err(StorageError::Invalid(format!(
-                "chunk says {} bytes but carries {}",
+                "chunk says {} bytes but carries {} from byte {data_offset}",
                 chunk.len,
                 data.len()
             )));
@@ -248,11 +252,12 @@ impl BlockStore {
             .as_ref()
             .ok_or_else(|| StorageError::Invalid("chunk without checksum data".into()))?;
         let ck = Checksummer::from_raw(cd.r#type, cd.bytes_per_checksum)?;
-        if !chunk.offset.is_multiple_of(ck.bytes_per_checksum() as u64) {
+        let bpc = ck.bytes_per_checksum() as u64;
+        if !chunk.offset.is_multiple_of(bpc) || !data_offset.is_multiple_of(bpc) {
             return Err(StorageError::Invalid(format!(
-                "chunk offset {} is not aligned to the {}-byte checksum window",
+                "chunk offset {} (data from byte {data_offset}) is not aligned to the {bpc}-byte \
+                 checksum window",
                 chunk.offset,
-                ck.bytes_per_checksum()
             )));
         }
         if chunk
@@ -265,42 +270,65 @@ impl BlockStore {
                 chunk.offset, chunk.len
             )));
         }
+        if cd.checksums.len() != ck.windows(chunk.len) {
+            return Err(StorageError::Invalid("wrong number of checksums".into()));
+        }
+        // The checksums of the windows `data` covers.
+        let first = (data_offset / bpc) as usize;
+        let sums = &cd.checksums[first..];
+        let first_window = (chunk.offset + data_offset) / bpc;
         let mut record = chunk.clone();
         record.fine_checksum = None;
-        if let Some(f) = fine_of(&ck) {
-            // One pass over the data: fine checksums, combined to check the
-            // client's coarse ones.
-            let fine = f.compute(data);
-            if verify {
-                check_fine_against_coarse(
-                    &ck,
-                    FINE_WINDOW,
-                    &fine,
-                    &cd.checksums,
-                    chunk.len,
-                    chunk.offset / ck.bytes_per_checksum() as u64,
-                )?;
-            } else if cd.checksums.len() != ck.windows(chunk.len) {
-                return Err(StorageError::Invalid("wrong number of checksums".into()));
+        let fine = match fine_of(&ck) {
+            Some(f) => {
+                // One pass over the data: fine checksums, combined to check
+                // the client's coarse ones.
+                let fine = f.compute(data);
+                if verify {
+                    check_fine_against_coarse(
+                        &ck,
+                        FINE_WINDOW,
+                        &fine,
+                        sums,
+                        data.len() as u64,
+                        first_window,
+                    )?;
+                }
+                Some((f, fine))
             }
+            None => {
+                if verify {
+                    ck.verify(data, first_window, sums)?;
+                }
+                None
+            }
+        };
+        if data_offset > 0 && !self.is_open(id)? {
+            // Refused before a block file is made for it.
+            return Err(StorageError::Incomplete(format!(
+                "chunk at {} goes on from byte {data_offset} of a block this replica is not \
+                 writing: send the chunk whole",
+                chunk.offset
+            )));
+        }
+        let block = self.open_block(id)?;
+        let before = if data_offset > 0 {
+            self.chunk_prefix(&block, chunk, first, data_offset)?
+        } else {
+            Vec::new()
+        };
+        if let Some((f, fine)) = fine {
+            let mut all = before;
+            all.extend_from_slice(&fine);
             record.fine_checksum = Some(ChecksumData {
                 r#type: f.kind() as i32,
                 bytes_per_checksum: FINE_WINDOW,
-                checksums: fine,
+                checksums: all,
             });
-        } else if verify {
-            ck.verify(
-                data,
-                chunk.offset / ck.bytes_per_checksum() as u64,
-                &cd.checksums,
-            )?;
-        } else if cd.checksums.len() != ck.windows(chunk.len) {
-            return Err(StorageError::Invalid("wrong number of checksums".into()));
         }
-        let block = self.open_block(id)?;
         block
             .file
-            .write_all_at(data, chunk.offset)
+            .write_all_at(data, chunk.offset + data_offset)
             .map_err(io_err(&block.path))?;
         let mut chunks = block.chunks.lock().expect("lock");
         if chunk.len > 0 {
@@ -318,6 +346,54 @@ impl BlockStore {
             self.publish(id, &block, visible)?;
         }
         Ok(())
+    }
+
+    /// Whether block `id` is being written here (open, or synced and not
+    /// committed).
+    fn is_open(&self, id: &BlockId) -> Result<bool, StorageError> {
+        let key = key_of(id);
+        if self.open.lock().expect("lock").contains_key(&key) {
+            return Ok(true);
+        }
+        Ok(self.meta.get(key)?.is_some_and(|row| !row.committed))
+    }
+
+    /// For a write of `chunk` from byte `data_offset` (window `first`):
+    /// checks that this replica holds the chunk's bytes before it, written
+    /// with the same checksums, and returns their fine checksums.
+    fn chunk_prefix(
+        &self,
+        block: &OpenBlock,
+        chunk: &ChunkInfo,
+        first: usize,
+        data_offset: u64,
+    ) -> Result<Vec<u32>, StorageError> {
+        let chunks = block.chunks.lock().expect("lock");
+        let held = chunks.get(&chunk.offset).filter(|prev| {
+            prev.len >= data_offset
+                && match (&prev.checksum, &chunk.checksum) {
+                    (Some(a), Some(b)) => {
+                        a.r#type == b.r#type
+                            && a.bytes_per_checksum == b.bytes_per_checksum
+                            && a.checksums.get(..first) == b.checksums.get(..first)
+                    }
+                    _ => false,
+                }
+        });
+        let Some(prev) = held else {
+            return Err(StorageError::Incomplete(format!(
+                "chunk at {} goes on from byte {data_offset}, and this replica does not hold \
+                 the bytes before as the request describes them: send the chunk whole",
+                chunk.offset
+            )));
+        };
+        Ok(match &prev.fine_checksum {
+            Some(f) => {
+                let n = (data_offset / f.bytes_per_checksum as u64) as usize;
+                f.checksums.get(..n).unwrap_or_default().to_vec()
+            }
+            None => Vec::new(),
+        })
     }
 
     /// The chunk records from the block's start to exactly `end`, when
@@ -797,12 +873,12 @@ mod tests {
             let mut bad = c1.clone();
             bad.checksum.as_mut().unwrap().checksums[1] ^= 1;
             let e = s
-                .write_chunk(&id, &bad, a, true, false)
+                .write_chunk(&id, &bad, a, 0, true, false)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("window 1"), "{e}");
-            s.write_chunk(&id, &c1, a, true, false).unwrap();
-            s.write_chunk(&id, &c2, b, true, false).unwrap();
+            s.write_chunk(&id, &c1, a, 0, true, false).unwrap();
+            s.write_chunk(&id, &c2, b, 0, true, false).unwrap();
             let bd = BlockData {
                 id: Some(id),
                 chunks: vec![c1.clone(), c2.clone()],
@@ -866,8 +942,15 @@ mod tests {
             local_id: 9,
             commit_seq: 0,
         };
-        s.write_chunk(&id, &chunk(&ck, 0, b"12345678"), b"12345678", true, false)
-            .unwrap();
+        s.write_chunk(
+            &id,
+            &chunk(&ck, 0, b"12345678"),
+            b"12345678",
+            0,
+            true,
+            false,
+        )
+        .unwrap();
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         let file = s.block_path(&id);
         assert_eq!(mode(&file), 0o600, "{}", file.display());
@@ -892,12 +975,13 @@ mod tests {
             let s = BlockStore::open(vec![dir.path().join("d")], &dir.path().join("m")).unwrap();
             let c1 = chunk(&ck, 0, &data[..16]);
             let c2 = chunk(&ck, 16, &data[16..]);
-            s.write_chunk(&id, &c1, &data[..16], true, false).unwrap();
+            s.write_chunk(&id, &c1, &data[..16], 0, true, false)
+                .unwrap();
             // A corrupt chunk is refused.
             let mut bad = data[16..].to_vec();
             bad[3] ^= 0xff;
             assert!(matches!(
-                s.write_chunk(&id, &c2, &bad, true, false),
+                s.write_chunk(&id, &c2, &bad, 0, true, false),
                 Err(StorageError::Checksum(_))
             ));
             // Not readable before commit.
@@ -905,7 +989,8 @@ mod tests {
                 s.read(&id, 0, 1, false, false),
                 Err(StorageError::NotCommitted(1, 7))
             ));
-            s.write_chunk(&id, &c2, &data[16..], true, false).unwrap();
+            s.write_chunk(&id, &c2, &data[16..], 0, true, false)
+                .unwrap();
             let bd = BlockData {
                 id: Some(id),
                 chunks: vec![c1, c2],
@@ -965,8 +1050,9 @@ mod tests {
             // 32 whole bytes, then a 10-byte tail: sync.
             let c1 = chunk(&ck, 0, &data[..32]);
             let tail = chunk(&ck, 32, &data[32..42]);
-            s.write_chunk(&id, &c1, &data[..32], true, false).unwrap();
-            s.write_chunk(&id, &tail, &data[32..42], true, false)
+            s.write_chunk(&id, &c1, &data[..32], 0, true, false)
+                .unwrap();
+            s.write_chunk(&id, &tail, &data[32..42], 0, true, false)
                 .unwrap();
             assert_eq!(
                 s.sync_block(&block(vec![c1.clone(), tail.clone()]))
@@ -987,7 +1073,7 @@ mod tests {
             assert_eq!(s.used_bytes(), 42);
             // The tail is written again, longer, and synced.
             let longer = chunk(&ck, 32, &data[32..70]);
-            s.write_chunk(&id, &longer, &data[32..70], true, false)
+            s.write_chunk(&id, &longer, &data[32..70], 0, true, false)
                 .unwrap();
             s.sync_block(&block(vec![c1, longer])).unwrap();
             assert_eq!(
@@ -1006,7 +1092,8 @@ mod tests {
         );
         let c1 = chunk(&ck, 0, &data[..32]);
         let rest = chunk(&ck, 32, &data[32..]);
-        s.write_chunk(&id, &rest, &data[32..], true, false).unwrap();
+        s.write_chunk(&id, &rest, &data[32..], 0, true, false)
+            .unwrap();
         assert_eq!(s.put_block(&block(vec![c1, rest])).unwrap(), 100);
         assert!(s.committed_block(&id).unwrap().data.committed);
         assert_eq!(s.used_bytes(), 100);
@@ -1032,7 +1119,8 @@ mod tests {
         {
             let s = open();
             let c1 = chunk(&ck, 0, &data[..32]);
-            s.write_chunk(&id, &c1, &data[..32], true, false).unwrap();
+            s.write_chunk(&id, &c1, &data[..32], 0, true, false)
+                .unwrap();
             assert!(
                 matches!(
                     s.committed_block(&id),
@@ -1042,7 +1130,7 @@ mod tests {
             );
             // hflush of a 10-byte tail: 42 bytes readable, checksummed.
             let tail = chunk(&ck, 32, &data[32..42]);
-            s.write_chunk(&id, &tail, &data[32..42], true, true)
+            s.write_chunk(&id, &tail, &data[32..42], 0, true, true)
                 .unwrap();
             let b = s.committed_block(&id).unwrap();
             assert_eq!((b.size(), b.data.committed), (42, false));
@@ -1053,16 +1141,46 @@ mod tests {
             assert_eq!(s.used_bytes(), 0, "flushed bytes are not durable yet");
             // The tail written again, longer, and flushed: readers see more.
             let longer = chunk(&ck, 32, &data[32..70]);
-            s.write_chunk(&id, &longer, &data[32..70], true, true)
+            s.write_chunk(&id, &longer, &data[32..70], 0, true, true)
                 .unwrap();
             assert_eq!(&s.read(&id, 0, 70, true, false).unwrap().1[..], &data[..70]);
+            // Longer again, only the bytes from its last whole window on
+            // sent (32 of the chunk's 60 bytes: data[64..92]).
+            let grown = chunk(&ck, 32, &data[32..92]);
+            s.write_chunk(&id, &grown, &data[64..92], 32, true, true)
+                .unwrap();
+            assert_eq!(&s.read(&id, 0, 92, true, false).unwrap().1[..], &data[..92]);
+            let (_, got, sums) = s.read(&id, 64, 28, true, false).unwrap();
+            assert_eq!(sums.unwrap().checksums, ck.compute(&got));
+            // A continuation whose earlier windows differ from what was
+            // written is refused and changes nothing; so is one of a chunk
+            // never written here.
+            let mut other = data[32..92].to_vec();
+            other[0] ^= 1;
+            let forged = chunk(&ck, 32, &other);
+            let e = s
+                .write_chunk(&id, &forged, &other[32..], 32, true, true)
+                .unwrap_err();
+            assert!(matches!(e, StorageError::Incomplete(_)), "{e}");
+            let fresh = BlockId { local_id: 9, ..id };
+            let e = s
+                .write_chunk(&fresh, &grown, &data[64..92], 32, true, true)
+                .unwrap_err();
+            assert!(matches!(e, StorageError::Incomplete(_)), "{e}");
+            assert!(!s.block_path(&fresh).exists(), "no file made for it");
+            // A continuation that does not add up to the chunk is refused.
+            assert!(matches!(
+                s.write_chunk(&id, &grown, &data[64..90], 32, true, true),
+                Err(StorageError::Invalid(_))
+            ));
+            assert_eq!(&s.read(&id, 0, 92, true, false).unwrap().1[..], &data[..92]);
             // A flush that would leave a gap is refused and changes nothing.
             let after_gap = chunk(&ck, 80, &data[80..96]);
             let e = s
-                .write_chunk(&id, &after_gap, &data[80..96], true, true)
+                .write_chunk(&id, &after_gap, &data[80..96], 0, true, true)
                 .unwrap_err();
             assert!(e.to_string().contains("without a gap"), "{e}");
-            assert_eq!(s.committed_block(&id).unwrap().size(), 70);
+            assert_eq!(s.committed_block(&id).unwrap().size(), 92);
         }
         // Nothing was synced: a restarted datanode serves nothing of it.
         let s = open();
@@ -1089,7 +1207,7 @@ mod tests {
         };
         assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Absent);
         for l in 1..=3 {
-            s.write_chunk(&id(l), &c, &data, true, false).unwrap();
+            s.write_chunk(&id(l), &c, &data, 0, true, false).unwrap();
         }
         assert_eq!(s.local_replica(&id(1)).unwrap(), LocalReplica::Uncommitted);
         s.put_block(&block(1)).unwrap();
@@ -1103,7 +1221,7 @@ mod tests {
         assert_eq!(inc.damaged, [id(2)]);
         s.delete(&[id(1)]).unwrap();
         assert_eq!(s.reports().take().removed, [id(1)]);
-        s.write_chunk(&id(4), &c, &data, true, false).unwrap();
+        s.write_chunk(&id(4), &c, &data, 0, true, false).unwrap();
         // Full: committed and synced replicas, damaged apart; an open
         // block is not a replica yet.
         let full = s.full_report().unwrap();
@@ -1124,7 +1242,7 @@ mod tests {
             commit_seq: 0,
         };
         let c1 = chunk(&ck, 0, b"abcd");
-        s.write_chunk(&id, &c1, b"abcd", true, false).unwrap();
+        s.write_chunk(&id, &c1, b"abcd", 0, true, false).unwrap();
         let missing = BlockData {
             id: Some(id),
             chunks: vec![c1.clone(), chunk(&ck, 4, b"efgh")],
@@ -1147,6 +1265,9 @@ mod tests {
             offset: 2,
             ..chunk(&ck, 2, b"zz")
         };
-        assert!(s.write_chunk(&id, &unaligned, b"zz", true, false).is_err());
+        assert!(
+            s.write_chunk(&id, &unaligned, b"zz", 0, true, false)
+                .is_err()
+        );
     }
 }

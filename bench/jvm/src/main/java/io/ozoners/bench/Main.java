@@ -23,6 +23,9 @@ import org.apache.hadoop.fs.Path;
  *   hdfs-serve BASEDIR URIFILE
  *                 HDFS for HBase: a MiniDFSCluster of 3 datanodes serving
  *                 until killed; its URI written to URIFILE once up
+ *   wal OZRS_URI HDFS_URI
+ *                 {@link WalBench} on both systems in turns: 1 KiB appends,
+ *                 each followed by hflush, from 8 threads
  * </pre>
  */
 public final class Main {
@@ -39,8 +42,27 @@ public final class Main {
       case "hdfs-serve":
         HdfsSystem.serve(new File(args[1]), new File(args[2]));
         break;
+      case "wal":
+        wal(URI.create(args[1]), URI.create(args[2]));
+        break;
       default:
         throw new IllegalArgumentException("unknown system " + args[0]);
+    }
+  }
+
+  static void wal(URI ozrs, URI hdfs) throws Exception {
+    Map<String, WalBench.Target> targets = new LinkedHashMap<>();
+    targets.put(
+        "ozone-rs", new WalBench.Target(FileSystem.newInstance(ozrs, new Configuration()), new Path(ozrs)));
+    Configuration h = new Configuration();
+    h.setInt("dfs.replication", 3);
+    targets.put("hdfs", new WalBench.Target(FileSystem.newInstance(hdfs, h), new Path(hdfs)));
+    for (WalBench.Target t : targets.values()) {
+      t.fs.mkdirs(t.dir);
+    }
+    new WalBench(System.out).run(targets);
+    for (WalBench.Target t : targets.values()) {
+      t.fs.close();
     }
   }
 
