@@ -241,6 +241,9 @@ impl Sidecar for SidecarService {
             .as_mut()
             .ok_or_else(|| Status::failed_precondition("the key is already committed"))?;
         w.write(&r.data).await.map_err(status)?;
+        if r.hflush {
+            w.hflush().await.map_err(status)?;
+        }
         Ok(Response::new(SidecarWriteResponse { written: w.size() }))
     }
 

@@ -477,6 +477,7 @@ impl KeyWrite for SidecarWriter {
                 .write(SidecarWriteRequest {
                     handle: self.handle,
                     data: bytes::Bytes::copy_from_slice(piece),
+                    hflush: false,
                 })
                 .await?
                 .into_inner();

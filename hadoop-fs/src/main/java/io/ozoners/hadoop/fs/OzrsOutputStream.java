@@ -70,12 +70,17 @@ final class OzrsOutputStream extends OutputStream implements Syncable, StreamCap
   }
 
   private void send() throws IOException {
+    send(false);
+  }
+
+  /** Sends what is buffered; with {@code hflush}, the sidecar hflushes after it (one call). */
+  private void send(boolean hflush) throws IOException {
     if (buffered == 0) {
       return;
     }
     ByteString data = ByteString.copyFrom(buf, 0, buffered);
     Rpc.call(conn, () -> conn.call().write(
-        SidecarWriteRequest.newBuilder().setHandle(handle).setData(data).build()));
+        SidecarWriteRequest.newBuilder().setHandle(handle).setData(data).setHflush(hflush).build()));
     if (stats != null) {
       stats.incrementBytesWritten(buffered);
       stats.incrementWriteOps(1);
@@ -94,8 +99,11 @@ final class OzrsOutputStream extends OutputStream implements Syncable, StreamCap
   @Override
   public synchronized void hflush() throws IOException {
     checkOpen();
-    send();
-    Rpc.call(conn, () -> conn.call().hflush(SidecarCommitRequest.newBuilder().setHandle(handle).build()));
+    if (buffered > 0) {
+      send(true);
+    } else {
+      Rpc.call(conn, () -> conn.call().hflush(SidecarCommitRequest.newBuilder().setHandle(handle).build()));
+    }
   }
 
   @Override
