@@ -340,11 +340,10 @@ impl KeyWriter {
         }
     }
 
-    /// After a block readers had seen part of was replaced: syncs the
-    /// replacement (its chunks and the flushed tail) and has the OM name
-    /// it, so that readers and lease recovery look there. The replicas
-    /// that failed the sync, if any.
-    async fn name_replacement(&mut self) -> Result<Vec<ReplicaFailure>> {
+    /// `PutBlock{sync}` of the current block, its chunks and the buffered
+    /// tail (which its replicas hold): the block, its synced length, the
+    /// replicas' receipts, and the replicas that failed.
+    async fn sync_with_tail(&mut self) -> (KeyBlock, u64, Vec<BlockReceipt>, Vec<ReplicaFailure>) {
         let (tail, _) = self.tail_chunk(self.buf.len());
         let cur = self.current.as_ref().expect("current block");
         let block = cur.block.clone();
@@ -360,6 +359,15 @@ impl KeyWriter {
             committed: false,
         };
         let (receipts, failures) = self.put_block(&block, data, true).await;
+        (block, length, receipts, failures)
+    }
+
+    /// After a block readers had seen part of was replaced: syncs the
+    /// replacement (its chunks and the flushed tail) and has the OM name
+    /// it, so that readers and lease recovery look there. The replicas
+    /// that failed the sync, if any.
+    async fn name_replacement(&mut self) -> Result<Vec<ReplicaFailure>> {
+        let (block, length, receipts, failures) = self.sync_with_tail().await;
         if !failures.is_empty() {
             return Ok(failures);
         }
@@ -430,12 +438,11 @@ impl KeyWriter {
     }
 
     /// Records that readers are shown every byte of the current block.
-    fn shown_up_to_here(&mut self) -> Result<()> {
+    fn shown_up_to_here(&mut self) {
         let tail = self.buf.len() as u64;
         if let Some(cur) = self.current.as_mut() {
             cur.visible = cur.written + tail;
         }
-        Ok(())
     }
 
     /// The buffered bytes as the current block's next chunk (empty when
@@ -512,20 +519,7 @@ impl KeyWriter {
                 }
                 continue;
             }
-            let (tail, _) = self.tail_chunk(self.buf.len());
-            let cur = self.current.as_ref().expect("current block");
-            let block = cur.block.clone();
-            let mut chunks: Vec<ChunkInfo> = cur.chunks.iter().map(|(c, _)| c.clone()).collect();
-            if tail.len > 0 {
-                chunks.push(tail);
-            }
-            let data = BlockData {
-                id: block.block,
-                size: chunks.iter().map(|c| c.len).sum(),
-                chunks,
-                committed: false,
-            };
-            let (receipts, failures) = self.put_block(&block, data, true).await;
+            let (_, _, receipts, failures) = self.sync_with_tail().await;
             if failures.is_empty() {
                 return Ok(receipts);
             }
@@ -578,13 +572,15 @@ impl KeyWrite for KeyWriter {
                 return Ok(());
             }
             self.send_tail(true).await?;
-            return self.shown_up_to_here();
+            self.shown_up_to_here();
+            return Ok(());
         };
         if cur.visible == cur.written + self.buf.len() as u64 {
             return Ok(());
         }
         self.send_tail(true).await?;
-        self.shown_up_to_here()
+        self.shown_up_to_here();
+        Ok(())
     }
 
     /// hsync: makes every byte written so far durable on all replicas and
@@ -613,7 +609,8 @@ impl KeyWrite for KeyWriter {
             size: self.size,
         };
         om_call!(self.inner.om, hsync, req)?;
-        self.shown_up_to_here()
+        self.shown_up_to_here();
+        Ok(())
     }
 
     /// Writes what is buffered, commits the last block and makes the key
