@@ -636,6 +636,83 @@ async fn hflushed_bytes_survive_each_replica_of_the_block_killed() {
     );
 }
 
+/// A datanode of the block being written is stopped (SIGSTOP: its sockets
+/// stay open, nothing answers). The writer's next call to it passes
+/// `ozone.client.write.timeout`, the block moves to the other datanodes and
+/// the writer goes on; readers are not held up either. Resumed after the
+/// writer moved on, the datanode holds a replica that missed writes: a
+/// reader on its node (which reads its own node's replica first) is never
+/// served that replica as current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_replica_is_left_behind_and_never_read_as_current() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let tc = cluster(4, &["ozone.scm.block.size=1MB"]).await;
+    let deadlines = [
+        "ozone.client.write.timeout=2s",
+        "ozone.client.read.timeout=2s",
+    ];
+    let w = client(
+        &tc.cluster,
+        None,
+        &["ozone.scm.chunk.size=64KB", deadlines[0], deadlines[1]],
+    );
+    fs_bucket(&w).await;
+    let p = "WALs/rs5/wal.1";
+    let path = KeyPath::new(V, B, p);
+    let want = data::bytes(12, 700_000);
+    let mut f = w.create_file(path, false).await.unwrap();
+    f.write(&want[..200_000]).await.unwrap();
+    f.hflush().await.unwrap();
+    let info = w.key_info(path).await.unwrap();
+    let old = info.blocks.last().unwrap().clone();
+    let victim = old.replicas[1].id.clone();
+    let i = index_of(&tc.cluster, 4, &victim);
+    let node = ozone_local::LocalCluster::node_name(i);
+    let near = client(&tc.cluster, Some(&node), &deadlines);
+    let pid = Pid::from_raw(tc.cluster.datanode_pid(i).unwrap() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let mut at = 200_000;
+    while at < 400_000 {
+        let end = at + 37_000;
+        f.write(&want[at..end]).await.unwrap();
+        f.hflush().await.unwrap();
+        at = end;
+        let got = read(&near, p).await;
+        assert!(got == want[..at], "flushed bytes read back at {at}");
+    }
+    let info = near.key_info(path).await.unwrap();
+    let cur = info.blocks.last().unwrap();
+    assert_ne!(cur.block, old.block, "the block moved");
+    assert!(
+        cur.replicas.iter().all(|d| d.id != victim),
+        "the stopped datanode is no replica of the block now written: {cur:?}"
+    );
+    kill(pid, Signal::SIGCONT).unwrap();
+    // Resumed: it serves the old block, short of what was flushed since.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for _ in 0..3 {
+        let got = read(&near, p).await;
+        assert!(got == want[..at], "after the resume, {at} bytes");
+        let r = near.open_key(path).await.unwrap();
+        let mut piece = vec![0u8; 50_000];
+        r.read_exact_at(at as u64 - 50_000, &mut piece)
+            .await
+            .unwrap();
+        assert!(piece == want[at - 50_000..at], "a positioned read");
+    }
+    f.write(&want[at..]).await.unwrap();
+    f.close().await.unwrap();
+    let info = near.key_info(path).await.unwrap();
+    assert!(
+        info.blocks
+            .iter()
+            .all(|b| b.replicas.iter().all(|d| d.id != victim)),
+        "the closed file names no replica on the resumed datanode: {info:?}"
+    );
+    assert!(read(&near, p).await == want, "the closed file reads back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     killed_writer_recovered("WALs/rs2/wal.7", false).await;

@@ -27,6 +27,12 @@ pub struct ClientConfig {
     /// How long OM calls are retried while an OM reached before is
     /// unavailable (restarting).
     pub om_retry_timeout: Duration,
+    /// Longest wait for a datanode's answer to a read
+    /// (`ozone.client.read.timeout`).
+    pub read_timeout: Duration,
+    /// Longest wait for a datanode's answer to a write, flush or sync
+    /// (`ozone.client.write.timeout`).
+    pub write_timeout: Duration,
     /// Connection attempts to an OM never reached before giving up (a
     /// wrong address fails fast).
     pub om_connect_attempts: u32,
@@ -73,6 +79,19 @@ fn short_circuit(
         cache_expiry: conf.value(&keys::SHORT_CIRCUIT_CACHE_EXPIRY)?,
         mmap: conf.value(&keys::SHORT_CIRCUIT_MMAP)?,
     }))
+}
+
+/// A duration key that must be above zero (a zero deadline fails every call).
+fn positive(conf: &Conf, key: &keys::Key<Duration>) -> Result<Duration, ConfigError> {
+    let d = conf.value(key)?;
+    if d.is_zero() {
+        return Err(ConfigError::Value {
+            key: key.name.into(),
+            value: "0".into(),
+            why: "must be above zero".into(),
+        });
+    }
+    Ok(d)
 }
 
 impl ClientConfig {
@@ -128,6 +147,8 @@ impl ClientConfig {
             replication,
             node_name: None,
             om_retry_timeout: conf.value(&keys::OM_RETRY_TIMEOUT)?,
+            read_timeout: positive(conf, &keys::READ_TIMEOUT)?,
+            write_timeout: positive(conf, &keys::WRITE_TIMEOUT)?,
             om_connect_attempts: conf
                 .value(&keys::FAILOVER_MAX_ATTEMPTS)?
                 .clamp(1, u32::MAX as u64) as u32,

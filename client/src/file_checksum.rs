@@ -37,13 +37,16 @@ pub(crate) async fn compute(inner: &ClientInner, key: &KeyInfo) -> Result<FileCh
         let mut data = None;
         for dn in &b.replicas {
             let r = match inner.pool.get(dn) {
-                Ok(mut c) => c
-                    .get_block(GetBlockRequest {
+                Ok(mut c) => crate::deadline::within(
+                    inner.config.read_timeout,
+                    c.get_block(GetBlockRequest {
                         block: b.block,
                         token: b.token.clone(),
-                    })
-                    .await
-                    .map_err(|s| s.message().to_string()),
+                    }),
+                    crate::deadline::READ_TIMEOUT.name,
+                )
+                .await
+                .map_err(|s| s.message().to_string()),
                 Err(e) => Err(e.to_string()),
             };
             match r {

@@ -20,6 +20,7 @@
 mod api;
 mod config;
 mod counter;
+mod deadline;
 mod direct;
 mod error;
 mod file_checksum;

@@ -19,6 +19,7 @@ use ozone_proto::*;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::api::KeyRead;
+use crate::deadline::{READ_TIMEOUT, within};
 use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::replicas::{Ordered, order_replicas};
@@ -384,18 +385,21 @@ impl KeyReader {
         while done < out.len() {
             let n = (out.len() - done).min(max);
             let pos = offset + done as u64;
-            let r = client
-                .read_chunk(ReadChunkRequest {
+            let r = within(
+                self.inner.config.read_timeout,
+                client.read_chunk(ReadChunkRequest {
                     block: Some(*id),
                     offset: pos,
                     len: n as u64,
                     with_checksums: self.verifying_with(verify),
                     token: token.to_vec(),
                     coarse_checksums: false,
-                })
-                .await
-                .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
-                .into_inner();
+                }),
+                READ_TIMEOUT.name,
+            )
+            .await
+            .map_err(|s| ReplicaError::Other(format!("{:?}: {}", s.code(), s.message())))?
+            .into_inner();
             self.check_piece(&r, pos, n as u64, verify)?;
             let skip = (pos - r.data_offset) as usize;
             out[done..done + n].copy_from_slice(&r.data[skip..skip + n]);
@@ -456,8 +460,10 @@ impl KeyReader {
             .pool
             .get(dn)
             .map_err(|e| ReplicaError::Other(e.to_string()))?;
-        let mut stream = client
-            .read_block(ReadBlockRequest {
+        let limit = self.inner.config.read_timeout;
+        let mut stream = within(
+            limit,
+            client.read_block(ReadBlockRequest {
                 block: Some(*id),
                 offset: *pos,
                 len: end - *pos,
@@ -465,12 +471,20 @@ impl KeyReader {
                 piece_size: 1 << 20,
                 token: token.to_vec(),
                 coarse_checksums: false,
-            })
-            .await
-            .map_err(other)?
-            .into_inner();
+            }),
+            READ_TIMEOUT.name,
+        )
+        .await
+        .map_err(other)?
+        .into_inner();
         while *pos < end {
-            let r = match stream.next().await {
+            // Each piece within the deadline: a datanode that stops
+            // mid-stream is left for the next replica.
+            let next = async { Ok(stream.next().await) };
+            let r = match within(limit, next, READ_TIMEOUT.name)
+                .await
+                .map_err(other)?
+            {
                 Some(r) => r.map_err(other)?,
                 None => return Err(ReplicaError::Other("stream ended early".into())),
             };

@@ -18,6 +18,7 @@ use ozone_proto::*;
 use tonic::transport::Channel;
 
 use crate::api::KeyWrite;
+use crate::deadline::{WRITE_TIMEOUT, within};
 use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::om::om_call;
@@ -246,11 +247,12 @@ impl KeyWriter {
         F: Fn(DatanodeClient<Channel>) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, tonic::Status>>,
     {
+        let limit = self.inner.config.write_timeout;
         let calls = block.replicas.iter().map(|dn| {
             let r = self.inner.pool.get(dn).map(&call);
             async move {
                 let r = match r {
-                    Ok(fut) => fut.await,
+                    Ok(fut) => within(limit, fut, WRITE_TIMEOUT.name).await,
                     Err(e) => Err(tonic::Status::unavailable(e.to_string())),
                 };
                 r.map_err(|status| ReplicaFailure {

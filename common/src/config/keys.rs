@@ -144,6 +144,10 @@ keys! {
     REPLICATION: ReplicationFactor = "ozone.replication", Some("THREE"), [Client, Sidecar];
     /// How long the client retries an OM it has reached before (a restarting OM).
     OM_RETRY_TIMEOUT: Duration = "ozone.client.om.retry.timeout", Some("60s"), [Client, Sidecar];
+    /// How long a read from a datanode (a block read, a piece of a streamed read, a length asked of a block being written) may wait for an answer before the client moves to the next replica.
+    READ_TIMEOUT: Duration = "ozone.client.read.timeout", Some("30s"), [Client, Sidecar];
+    /// How long a write, flush or sync on a datanode may wait for an answer before the client treats that datanode as failed and moves the block to others.
+    WRITE_TIMEOUT: Duration = "ozone.client.write.timeout", Some("60s"), [Client, Sidecar];
     /// Connection attempts to an OM not reached yet (refused, unknown host) before giving up.
     FAILOVER_MAX_ATTEMPTS: u64 = "ozone.client.failover.max.attempts", Some("3"), [Client, Sidecar];
     /// Milliseconds between two of those attempts.
