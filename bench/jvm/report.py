@@ -28,6 +28,25 @@ for line in open(path):
         rounds.append(kv)
 
 
+# Workloads measured in rounds without a median line (HBase): the median of
+# their rounds.
+by_workload = {}
+for r in rounds:
+    by_workload.setdefault((r["system"], r["mode"], r["workload"]), []).append(r["value"])
+for k, vs in by_workload.items():
+    if k not in medians:
+        medians[k] = sorted(vs)[len(vs) // 2]
+
+
+def round_ratios(mode, workload):
+    """This project / HDFS, round by round, sorted."""
+    by_round = {}
+    for r in rounds:
+        if r["mode"] == mode and r["workload"] == workload:
+            by_round.setdefault(r["round"], {})[r["system"]] = r["value"]
+    return sorted(v["ozone-rs"] / v["hdfs"] for v in by_round.values() if len(v) == 2)
+
+
 def get(system, mode, workload):
     return medians.get((system, mode, workload))
 
@@ -54,12 +73,13 @@ for system in ("ozone-rs", "hdfs"):
     if raw:
         print(f"| {system} JVM | raw Java pread of a local file | {fmt(raw)} | 1.00 | |")
 print()
-gets = {s: get(s, "hbase", "hbase-random-gets-16t") for s in ("ozone-rs", "hdfs")}
-if any(gets.values()):
-    print("| system | HBase 2.6.4 random gets, 16 threads (gets/s) |")
-    print("|---|---:|")
-    for s, v in gets.items():
-        print(f"| {s} | {fmt(v)} |")
+hbase = [("hbase-load-8-regions", "load (rows/s)"), ("hbase-random-gets-16t", "random gets, 16 threads (gets/s)")]
+hbase_ratios = {w: round_ratios("hbase", w) for w, _ in hbase}
+if any(get(s, "hbase", w) for s in ("ozone-rs", "hdfs") for w, _ in hbase):
+    print("| system | " + " | ".join(f"HBase 2.6.4 {t}, median of rounds" for _, t in hbase) + " |")
+    print("|---|" + "---:|" * len(hbase))
+    for s in ("ozone-rs", "hdfs"):
+        print(f"| {s} | " + " | ".join(fmt(get(s, "hbase", w)) for w, _ in hbase) + " |")
     print()
 
 wal = [r for r in rounds if r["mode"] == "wal" and r["unit"] == "ops/s"]
@@ -70,10 +90,7 @@ if wal:
     print("|---|---:|---:|")
     for s in ("ozone-rs", "hdfs"):
         print(f"| {s} | {fmt(get(s, 'wal', workload))} | {fmt(get(s, 'wal', workload + '-p99'), 2)} |")
-    by_round = {}
-    for r in wal:
-        by_round.setdefault(r["round"], {})[r["system"]] = r["value"]
-    wal_ratios = sorted(v["ozone-rs"] / v["hdfs"] for v in by_round.values() if len(v) == 2)
+    wal_ratios = round_ratios("wal", workload)
     print()
 
 ours_off = get("ozone-rs", "short-circuit-verify-off", "random-64k-16t")
@@ -96,14 +113,17 @@ if ours_off:
     ratios["short-circuit verify off / Apache Ozone gRPC reads (published, HDDS-16783)"] = (
         ours_off / OZONE_PUBLISHED_GRPC
     )
-if gets.get("ozone-rs") and gets.get("hdfs"):
-    ratios["HBase random gets: ozone-rs / HDFS"] = gets["ozone-rs"] / gets["hdfs"]
+for w, t in hbase:
+    rs = hbase_ratios[w]
+    if rs:
+        ratios[f"HBase {t.split(' (')[0]}: ozone-rs / HDFS (median of rounds)"] = rs[len(rs) // 2]
 if wal_ratios:
     ratios["WAL appends + hflush: ozone-rs / HDFS (median of rounds)"] = wal_ratios[len(wal_ratios) // 2]
 for k, v in ratios.items():
     print(f"- {k}: {v:.2f}")
-if wal_ratios:
-    print(f"  (WAL rounds: {', '.join(f'{v:.2f}' for v in wal_ratios)})")
+for name, rs in [*((f"HBase {t.split(' (')[0]}", hbase_ratios[w]) for w, t in hbase), ("WAL", wal_ratios)]:
+    if rs:
+        print(f"  ({name} rounds: {', '.join(f'{v:.2f}' for v in rs)}; spread {rs[-1] - rs[0]:.2f})")
 if out_json:
     with open(out_json, "w") as f:
         json.dump(

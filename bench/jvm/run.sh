@@ -9,10 +9,14 @@
 #      short-circuit verify off and on, through the sidecar.
 #   2. The same on HDFS 3.5.0 (MiniDFSCluster, 3 datanodes): the
 #      path-based local reader and remote reads, verify off and on.
-#   3. HBase 2.6.4 random gets (16 threads, every value checked) on a
-#      table whose HFiles are in the page cache and not in HBase's block
-#      cache, on this project (sidecar from the shipped HBase example) and
-#      on HDFS (its local reader, as HBase on HDFS runs when co-located).
+#   3. HBase 2.6.4 on this project (sidecar from the shipped HBase example)
+#      and on HDFS (its local reader, as HBase on HDFS runs when
+#      co-located), both clusters up side by side, taking turns round by
+#      round (A B B A A B, HBASE_BENCH_ROUNDS rounds, 3, after an
+#      unmeasured load on each): a load of
+#      HBASE_BENCH_ROWS rows (200,000) into a fresh table of 8 regions, then
+#      random gets (16 threads, every value checked) on that table, its
+#      HFiles in the page cache and not in HBase's block cache.
 #   4. HBase's WAL pattern (WalBench): 8 threads appending 1 KiB entries,
 #      each followed by hflush, on both systems at once, the two taking
 #      turns round by round (A B B A A B): appends/s and p99 latency.
@@ -32,6 +36,7 @@ rows=${HBASE_BENCH_ROWS:-200000}
 steps=" ${BENCH_STEPS:-fs hbase wal} "
 want() { [[ $steps == *" $1 "* ]]; }
 get_seconds=${HBASE_BENCH_SECONDS:-20}
+hbase_rounds=${HBASE_BENCH_ROUNDS:-3}
 
 source e2e/tools.sh
 py=$E2E_BIN/python
@@ -47,6 +52,7 @@ bench_jar=$root/bench/jvm/target/ozone-jvm-bench-0.1.0.jar
 hbase_cp="$root/e2e/hbase/target/ozone-hbase-e2e-0.1.0.jar:$(cat e2e/hbase/target/hbase.cp)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ozjvmbench-XXXXXX")
+base=$work
 mkdir -p "$work/logs"
 results=$work/results.txt
 up_pid=""
@@ -63,7 +69,7 @@ source e2e/hbase/lib.sh
 cleanup() {
   stop_pids
   stop_cluster
-  rm -rf "$work"
+  rm -rf "$base"
 }
 trap cleanup EXIT
 step() { echo "== $*"; }
@@ -100,44 +106,78 @@ java -Xmx2g ${BENCH_OPTS:-} -cp "$bench_jar:$(cat bench/jvm/target/hdfs.cp)" \
 rm -rf "$work/hdfs"
 fi
 
-# hbase_gets POD SYSTEM: load a table of $rows rows (8 regions, flushed and
-# major-compacted, no block cache) from a client in POD, and time random gets.
-hbase_gets() {
-  workload "$1" load bench "$rows" 8
-  workload "$1" gets bench "$rows" 16 5 > /dev/null # warm: HFiles into the page cache
-  local line
-  line=$(workload "$1" gets bench "$rows" 16 "$get_seconds")
+# hbase_round POD SYSTEM ROUND: load a table of $rows rows (8 regions,
+# flushed and major-compacted, no block cache) from a client in POD, then time
+# random gets on it; one result line of each per round.
+hbase_round() {
+  local t=bench$3 line
+  line=$(workload "$1" load "$t" "$rows" 8)
   echo "$line"
-  echo "median system=$2 mode=hbase workload=hbase-random-gets-16t unit=gets/s value=$(awk '{print $2}' <<< "$line")" |
+  echo "result system=$2 mode=hbase workload=hbase-load-8-regions unit=rows/s value=$(sed -n 's/.* \([0-9.]*\) rows\/s.*/\1/p' <<< "$line") round=$3" |
+    tee -a "$results"
+  workload "$1" gets "$t" "$rows" 16 5 > /dev/null # warm: HFiles into the page cache
+  line=$(workload "$1" gets "$t" "$rows" 16 "$get_seconds")
+  echo "$line"
+  echo "result system=$2 mode=hbase workload=hbase-random-gets-16t unit=gets/s value=$(awk '{print $2}' <<< "$line") round=$3" |
     tee -a "$results"
 }
 
+# Both HBase clusters run side by side; these switch lib.sh's globals
+# between them.
+use_ozrs() {
+  work=$base zk_port=$zk_ozrs rootdir=ozrs://ozone/hbase/root/hbase hbase_extra_xml=""
+}
+use_hdfs() {
+  work=$base/hdfs-hbase zk_port=$zk_hdfs rootdir="$(cat "$base/hdfs.uri")/hbase"
+  hbase_extra_xml="<property><name>dfs.client.read.shortcircuit</name><value>true</value></property>
+  <property><name>dfs.client.use.legacy.blockreader.local</name><value>true</value></property>
+  <property><name>dfs.block.local-path-access.user</name><value>$(id -un)</value></property>"
+}
+
 if want hbase; then
-step "HBase random gets: ozone-rs"
+step "HBase load and random gets: ozone-rs and HDFS 3.5.0 (local reader), in turns"
 local_cluster
 ozone --om "$om" sh volume create /hbase > /dev/null
 ozone --om "$om" sh bucket create --layout FILE_SYSTEM_OPTIMIZED /hbase/root > /dev/null
-rootdir=ozrs://ozone/hbase/root/hbase
-start_sidecar rs node1
-start_sidecar client node2
-start_hbase rs rs
-hbase_gets client ozone-rs
-stop_pids
-stop_cluster
-
-step "HBase random gets: HDFS 3.5.0 (local reader)"
 java -Xmx1g -cp "$bench_jar:$(cat bench/jvm/target/hdfs.cp)" io.ozoners.bench.Main hdfs-serve \
   "$work/hdfs" "$work/hdfs.uri" > "$work/logs/hdfs-serve.log" 2>&1 &
 pids+=($!)
 wait_for 120 test -s "$work/hdfs.uri" || { echo "HDFS did not start"; exit 1; }
-rootdir="$(cat "$work/hdfs.uri")/hbase"
-hbase_extra_xml="<property><name>dfs.client.read.shortcircuit</name><value>true</value></property>
-  <property><name>dfs.client.use.legacy.blockreader.local</name><value>true</value></property>
-  <property><name>dfs.block.local-path-access.user</name><value>$(id -un)</value></property>"
+zk_ozrs="" zk_hdfs=""
+use_ozrs
+start_sidecar rs node1
+start_sidecar client node2
+start_hbase rs rs
+zk_ozrs=$zk_port
+mkdir -p "$base/hdfs-hbase/logs"
+use_hdfs
 no_sidecar hdfs
 start_hbase hdfs hdfs
-hbase_gets hdfs hdfs
+zk_hdfs=$zk_port
+# An unmeasured load on each first (HBase's and the clients' code compiled,
+# the write paths' connections open): the rounds compare warm systems.
+use_ozrs
+workload client load benchw "$((rows / 2))" 8 > /dev/null
+use_hdfs
+workload hdfs load benchw "$((rows / 2))" 8 > /dev/null
+# Rounds in the order A B, B A, A B, ...: a machine that drifts favours
+# neither system, and each round's ratio is against the run next to it.
+for ((r = 0; r < hbase_rounds; r++)); do
+  order=(ozrs hdfs)
+  if ((r % 2 == 1)); then order=(hdfs ozrs); fi
+  for sys in "${order[@]}"; do
+    if [ "$sys" = ozrs ]; then
+      use_ozrs
+      hbase_round client ozone-rs "$r"
+    else
+      use_hdfs
+      hbase_round hdfs hdfs "$r"
+    fi
+  done
+done
+use_ozrs
 stop_pids
+stop_cluster
 fi
 
 if want wal; then
