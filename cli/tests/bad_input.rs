@@ -222,6 +222,70 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
         "{}",
         s.message()
     );
+    // On a write stream: a good chunk is acknowledged (and, flushed,
+    // served); a bad one ends the stream with its refusal, and nothing sent
+    // after it is written.
+    {
+        use futures::SinkExt;
+        let good_id = BlockId {
+            container_id: 78,
+            local_id: 1,
+            commit_seq: 0,
+        };
+        let good = data::bytes(3, 40_000);
+        let good_chunk = |offset: u64, bytes: &[u8]| ChunkInfo {
+            offset,
+            len: bytes.len() as u64,
+            checksum: Some(ChecksumData {
+                r#type: ChecksumType::Crc32c as i32,
+                bytes_per_checksum: 16384,
+                checksums: ck.compute(bytes),
+            }),
+            fine_checksum: None,
+        };
+        let msg = |id: BlockId, chunk: ChunkInfo, bytes: &[u8]| WriteChunkRequest {
+            block: Some(id),
+            chunk: Some(chunk),
+            data: Bytes::from(bytes.to_vec()),
+            token: Vec::new(),
+            flush: true,
+            data_offset: 0,
+        };
+        let (mut tx, rx) = futures::channel::mpsc::channel(4);
+        let mut acks = dn.write_stream(rx).await.unwrap().into_inner();
+        tx.send(msg(good_id, good_chunk(0, &good), &good))
+            .await
+            .unwrap();
+        assert!(acks.message().await.unwrap().is_some(), "acknowledged");
+        let served = |dn: &mut DatanodeClient<tonic::transport::Channel>| {
+            let mut dn = dn.clone();
+            async move {
+                dn.get_block(GetBlockRequest {
+                    block: Some(good_id),
+                    token: Vec::new(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .block
+                .unwrap()
+                .size
+            }
+        };
+        assert_eq!(served(&mut dn).await, 40_000);
+        tx.send(msg(bad_id, chunk.clone(), &payload)).await.unwrap();
+        let s = acks.message().await.unwrap_err();
+        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        let more = data::bytes(4, 10_000);
+        let _ = tx
+            .send(msg(good_id, good_chunk(40_000, &more), &more))
+            .await;
+        assert!(
+            !matches!(acks.message().await, Ok(Some(_))),
+            "the stream ended at the refusal"
+        );
+        assert_eq!(served(&mut dn).await, 40_000, "nothing written after it");
+    }
     let s = dn
         .put_block(PutBlockRequest {
             block: Some(BlockData {
@@ -251,6 +315,7 @@ async fn bad_requests_get_clear_errors_and_nothing_breaks() {
     // Malformed protobuf bodies.
     for (path, body) in [
         ("/ozone.v1.Datanode/WriteChunk", &b"\xff\xff\xff\xff"[..]),
+        ("/ozone.v1.Datanode/WriteStream", &b"\xff\xff\xff\xff"[..]),
         ("/ozone.v1.Datanode/ReadChunk", &b"\x0a\xff\x01"[..]),
         ("/ozone.v1.OzoneManager/LookupKey", &b"\x12\x80"[..]),
     ] {

@@ -1032,6 +1032,29 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         "{}",
         e.message()
     );
+    // The same on a write stream: refused, and the stream ends there.
+    {
+        use futures::SinkExt;
+        let (mut tx, rx) = futures::channel::mpsc::channel(2);
+        let mut acks = raw.write_stream(rx).await.unwrap().into_inner();
+        tx.send(WriteChunkRequest {
+            block: b1.block,
+            chunk: Some(chunk_of(0, &big)),
+            data: big.clone().into(),
+            token: b1.token.clone(),
+            flush: true,
+            data_offset: 0,
+        })
+        .await
+        .unwrap();
+        let e = acks.message().await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    }
+    assert_eq!(
+        bytes_on_datanodes(s.cluster()),
+        0,
+        "the refusals wrote nothing"
+    );
     // Fill the block, as much as it may hold.
     let receipts = write_block(&b1, 1_000_000).await;
     // Commits that misstate the length are refused: 0, a "negative" one,

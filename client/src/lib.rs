@@ -33,6 +33,7 @@ mod shortcircuit;
 mod sidecar;
 mod stats;
 mod visible;
+mod write_stream;
 mod writer;
 
 pub use api::{FsAccess, KeyAccess, KeyRead, KeyWrite};

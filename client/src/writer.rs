@@ -22,6 +22,7 @@ use crate::deadline::{WRITE_TIMEOUT, within};
 use crate::direct::ClientInner;
 use crate::error::{ClientError, Result};
 use crate::om::om_call;
+use crate::write_stream::BlockStreams;
 
 /// The block being written and the chunks sent to it so far (kept until
 /// the block is committed, to rewrite them elsewhere on failure).
@@ -71,6 +72,8 @@ pub struct KeyWriter {
     exclude: HashSet<String>,
     attempts: usize,
     size: u64,
+    /// Write streams to the current block's replicas.
+    streams: BlockStreams,
 }
 
 /// A datanode that failed a write, and why.
@@ -126,6 +129,7 @@ impl KeyWriter {
             exclude: HashSet::new(),
             attempts: 0,
             size: 0,
+            streams: BlockStreams::default(),
             inner,
         })
     }
@@ -214,26 +218,27 @@ impl KeyWriter {
     /// bytes from `data_offset` on are `data` (`flush`: hflush, the
     /// replicas serve the block up to the chunk's end from then on).
     async fn send_chunk(
-        &self,
+        &mut self,
         block: &KeyBlock,
         info: &ChunkInfo,
         data: &Bytes,
         flush: bool,
         data_offset: u64,
     ) -> Vec<ReplicaFailure> {
-        self.on_replicas(block, |mut c| {
-            let req = WriteChunkRequest {
-                block: block.block,
-                chunk: Some(info.clone()),
-                data: data.clone(),
-                token: block.token.clone(),
-                flush,
-                data_offset,
-            };
-            async move { c.write_chunk(req).await.map(|_| ()) }
-        })
-        .await
-        .1
+        let req = WriteChunkRequest {
+            block: block.block,
+            chunk: Some(info.clone()),
+            data: data.clone(),
+            token: block.token.clone(),
+            flush,
+            data_offset,
+        };
+        self.streams
+            .send(&self.inner, block, req)
+            .await
+            .into_iter()
+            .map(|(id, status)| ReplicaFailure { id, status })
+            .collect()
     }
 
     /// Runs `call` against every replica of `block` at once; what those
@@ -427,6 +432,7 @@ impl KeyWriter {
             };
             let (receipts, failures) = self.put_block(&cur.block, data, false).await;
             if failures.is_empty() {
+                self.streams.close();
                 let cur = self.current.take().expect("current block");
                 self.done.push(KeyBlock {
                     length: cur.written,

@@ -16,6 +16,11 @@ use crate::storage::{BlockStore, ScanOutcome, StorageError};
 /// Largest piece of a streamed read.
 const MAX_PIECE: u64 = 4 << 20;
 
+/// Writes up to this size to a block already open are made on the runtime
+/// thread (a page-cache `pwrite`); larger ones, and the first write of a
+/// block (which creates its file), go to the blocking pool.
+const INLINE_WRITE: u64 = 64 << 10;
+
 impl From<StorageError> for Status {
     fn from(e: StorageError) -> Self {
         let msg = e.to_string();
@@ -123,40 +128,9 @@ impl DatanodeService {
         self.metrics.ops.get_or_create(&OpLabel { op }).inc();
     }
 
-    async fn blocking<T: Send + 'static>(
-        &self,
-        op: &'static str,
-        f: impl FnOnce(&BlockStore) -> Result<T, StorageError> + Send + 'static,
-    ) -> Result<T, Status> {
-        self.count(op);
-        let store = self.store.clone();
-        let r = tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
-        r.map_err(|e| {
-            self.metrics.errors.get_or_create(&OpLabel { op }).inc();
-            if matches!(e, StorageError::Checksum(_)) {
-                self.metrics.write_checksum_failures.inc();
-            }
-            tracing::debug!(op, "request failed: {e}");
-            Status::from(e)
-        })
-    }
-}
-
-fn need_block(b: Option<BlockId>) -> Result<BlockId, Status> {
-    b.ok_or_else(|| Status::invalid_argument("missing block id"))
-}
-
-type ReadStream = Pin<Box<dyn Stream<Item = Result<ReadChunkResponse, Status>> + Send>>;
-
-#[tonic::async_trait]
-impl Datanode for DatanodeService {
-    async fn write_chunk(
-        &self,
-        req: Request<WriteChunkRequest>,
-    ) -> Result<Response<WriteChunkResponse>, Status> {
-        let r = req.into_inner();
+    /// One WriteChunk (unary or from a write stream): its WRITE token
+    /// checked, then the chunk written (and, with `flush`, served).
+    async fn write_one(&self, r: WriteChunkRequest) -> Result<(), Status> {
         let block = need_block(r.block)?;
         let chunk = r
             .chunk
@@ -167,12 +141,87 @@ impl Datanode for DatanodeService {
         let flush = r.flush;
         let data_offset = r.data_offset;
         let data = r.data;
-        self.blocking("WriteChunk", move |s| {
-            s.write_chunk(&block, &chunk, &data, data_offset, verify, flush)
-        })
-        .await?;
+        if len <= INLINE_WRITE && self.store.is_writing(&block) {
+            // A small write to an open block (an hflushed tail): one
+            // pwrite into the page cache, done here; handing it to the
+            // blocking pool and back cost more than the write.
+            self.count("WriteChunk");
+            self.store
+                .write_chunk(&block, &chunk, &data, data_offset, verify, flush)
+                .map_err(|e| self.failed("WriteChunk", e))?;
+        } else {
+            self.blocking("WriteChunk", move |s| {
+                s.write_chunk(&block, &chunk, &data, data_offset, verify, flush)
+            })
+            .await?;
+        }
         self.metrics.bytes_written.inc_by(len);
+        Ok(())
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&BlockStore) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, Status> {
+        self.count(op);
+        let store = self.store.clone();
+        let r = tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| Status::internal(format!("worker failed: {e}")))?;
+        r.map_err(|e| self.failed(op, e))
+    }
+
+    /// A refused or failed storage call, counted: its gRPC status.
+    fn failed(&self, op: &'static str, e: StorageError) -> Status {
+        self.metrics.errors.get_or_create(&OpLabel { op }).inc();
+        if matches!(e, StorageError::Checksum(_)) {
+            self.metrics.write_checksum_failures.inc();
+        }
+        tracing::debug!(op, "request failed: {e}");
+        Status::from(e)
+    }
+}
+
+fn need_block(b: Option<BlockId>) -> Result<BlockId, Status> {
+    b.ok_or_else(|| Status::invalid_argument("missing block id"))
+}
+
+type ReadStream = Pin<Box<dyn Stream<Item = Result<ReadChunkResponse, Status>> + Send>>;
+type WriteAcks = Pin<Box<dyn Stream<Item = Result<WriteChunkResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Datanode for DatanodeService {
+    async fn write_chunk(
+        &self,
+        req: Request<WriteChunkRequest>,
+    ) -> Result<Response<WriteChunkResponse>, Status> {
+        self.write_one(req.into_inner()).await?;
         Ok(Response::new(WriteChunkResponse {}))
+    }
+
+    type WriteStreamStream = WriteAcks;
+
+    async fn write_stream(
+        &self,
+        req: Request<tonic::Streaming<WriteChunkRequest>>,
+    ) -> Result<Response<Self::WriteStreamStream>, Status> {
+        let inbound = req.into_inner();
+        let acks = futures::stream::unfold(Some((self.clone(), inbound)), |state| async move {
+            let (this, mut inbound) = state?;
+            let r = match inbound.message().await {
+                Ok(Some(r)) => r,
+                // The writer closed its side: the stream ends.
+                Ok(None) => return None,
+                // A malformed message (or the writer went away).
+                Err(status) => return Some((Err(status), None)),
+            };
+            match this.write_one(r).await {
+                Ok(()) => Some((Ok(WriteChunkResponse {}), Some((this, inbound)))),
+                Err(status) => Some((Err(status), None)),
+            }
+        });
+        Ok(Response::new(Box::pin(acks)))
     }
 
     async fn put_block(

@@ -348,6 +348,12 @@ impl BlockStore {
         Ok(())
     }
 
+    /// Whether block `id` is open for writes in memory (its file open): a
+    /// write to it opens no file and reads no metadata.
+    pub fn is_writing(&self, id: &BlockId) -> bool {
+        self.open.lock().expect("lock").contains_key(&key_of(id))
+    }
+
     /// Whether block `id` is being written here (open, or synced and not
     /// committed).
     fn is_open(&self, id: &BlockId) -> Result<bool, StorageError> {
