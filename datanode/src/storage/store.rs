@@ -435,7 +435,9 @@ impl BlockStore {
             chunks,
             committed: false,
         };
-        let integrity = BlockIntegrity::of_block(&data)?;
+        // The chunks' fine checksums were computed here from the bytes and
+        // checked against the client's when written.
+        let integrity = BlockIntegrity::of_written(&data)?;
         let file = open.file.try_clone().map_err(io_err(&open.path))?;
         let visible = Arc::new(CommittedBlock {
             data,
