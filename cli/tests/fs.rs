@@ -713,6 +713,44 @@ async fn a_stopped_replica_is_left_behind_and_never_read_as_current() {
     assert!(read(&near, p).await == want, "the closed file reads back");
 }
 
+/// A writer holds write streams open to its block's datanodes between
+/// hflushes (an idle WAL). A datanode asked to stop (SIGTERM) exits
+/// cleanly instead of waiting for the writer to close them; the writer
+/// moves the block to the other datanodes and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datanode_stops_gracefully_under_open_write_streams() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let mut tc = cluster(4, &["ozone.scm.block.size=1MB"]).await;
+    let w = client(&tc.cluster, None, &[]);
+    fs_bucket(&w).await;
+    let p = "WALs/rs6/wal.1";
+    let path = KeyPath::new(V, B, p);
+    let want = data::bytes(13, 300_000);
+    let mut f = w.create_file(path, false).await.unwrap();
+    f.write(&want[..100_000]).await.unwrap();
+    f.hflush().await.unwrap();
+    let info = w.key_info(path).await.unwrap();
+    let victim = &info.blocks.last().unwrap().replicas[0].id;
+    let i = index_of(&tc.cluster, 4, victim);
+    let pid = Pid::from_raw(tc.cluster.datanode_pid(i).unwrap() as i32);
+    kill(pid, Signal::SIGTERM).unwrap();
+    let (name, status) = tokio::time::timeout(Duration::from_secs(30), tc.cluster.next_exit())
+        .await
+        .expect("the datanode exits while a writer holds streams to it");
+    assert_eq!(name, format!("node{}", i + 1));
+    assert!(status.success(), "a clean exit: {status:?}");
+    f.write(&want[100_000..200_000]).await.unwrap();
+    f.hflush().await.unwrap();
+    assert!(
+        read(&w, p).await == want[..200_000],
+        "flushed bytes after the stop"
+    );
+    f.write(&want[200_000..]).await.unwrap();
+    f.close().await.unwrap();
+    assert!(read(&w, p).await == want, "the closed file reads back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_of_a_killed_writer_is_recovered_at_its_synced_length() {
     killed_writer_recovered("WALs/rs2/wal.7", false).await;
