@@ -35,6 +35,13 @@ async fn read(c: &Client, path: &str) -> Vec<u8> {
     out
 }
 
+/// The index and process of datanode `id` of a cluster of `n`.
+fn replica_process(tc: &TestCluster, n: usize, id: &str) -> (usize, nix::unistd::Pid) {
+    let i = index_of(&tc.cluster, n, id);
+    let pid = tc.cluster.datanode_pid(i).expect("running");
+    (i, nix::unistd::Pid::from_raw(pid as i32))
+}
+
 async fn names(c: &Client, dir: &str) -> Vec<String> {
     c.list_status_all(KeyPath::new(V, B, dir))
         .await
@@ -646,7 +653,6 @@ async fn hflushed_bytes_survive_each_replica_of_the_block_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_replica_is_left_behind_and_never_read_as_current() {
     use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
     let tc = cluster(4, &["ozone.scm.block.size=1MB"]).await;
     let deadlines = [
         "ozone.client.write.timeout=2s",
@@ -664,13 +670,11 @@ async fn a_stopped_replica_is_left_behind_and_never_read_as_current() {
     let mut f = w.create_file(path, false).await.unwrap();
     f.write(&want[..200_000]).await.unwrap();
     f.hflush().await.unwrap();
-    let info = w.key_info(path).await.unwrap();
-    let old = info.blocks.last().unwrap().clone();
+    let old = w.key_info(path).await.unwrap().blocks.pop().unwrap();
     let victim = old.replicas[1].id.clone();
-    let i = index_of(&tc.cluster, 4, &victim);
+    let (i, pid) = replica_process(&tc, 4, &victim);
     let node = ozone_local::LocalCluster::node_name(i);
     let near = client(&tc.cluster, Some(&node), &deadlines);
-    let pid = Pid::from_raw(tc.cluster.datanode_pid(i).unwrap() as i32);
     kill(pid, Signal::SIGSTOP).unwrap();
     let mut at = 200_000;
     while at < 400_000 {
@@ -720,7 +724,6 @@ async fn a_stopped_replica_is_left_behind_and_never_read_as_current() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datanode_stops_gracefully_under_open_write_streams() {
     use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
     let mut tc = cluster(4, &["ozone.scm.block.size=1MB"]).await;
     let w = client(&tc.cluster, None, &[]);
     fs_bucket(&w).await;
@@ -731,9 +734,7 @@ async fn a_datanode_stops_gracefully_under_open_write_streams() {
     f.write(&want[..100_000]).await.unwrap();
     f.hflush().await.unwrap();
     let info = w.key_info(path).await.unwrap();
-    let victim = &info.blocks.last().unwrap().replicas[0].id;
-    let i = index_of(&tc.cluster, 4, victim);
-    let pid = Pid::from_raw(tc.cluster.datanode_pid(i).unwrap() as i32);
+    let (i, pid) = replica_process(&tc, 4, &info.blocks.last().unwrap().replicas[0].id);
     kill(pid, Signal::SIGTERM).unwrap();
     let (name, status) = tokio::time::timeout(Duration::from_secs(30), tc.cluster.next_exit())
         .await

@@ -1015,17 +1015,15 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         .await
         .unwrap();
     let big = vec![1u8; 1 << 20];
-    let e = raw
-        .write_chunk(WriteChunkRequest {
-            block: b1.block,
-            chunk: Some(chunk_of(0, &big)),
-            data: big.clone().into(),
-            token: b1.token.clone(),
-            flush: false,
-            data_offset: 0,
-        })
-        .await
-        .unwrap_err();
+    let past = WriteChunkRequest {
+        block: b1.block,
+        chunk: Some(chunk_of(0, &big)),
+        data: big.clone().into(),
+        token: b1.token.clone(),
+        flush: false,
+        data_offset: 0,
+    };
+    let e = raw.write_chunk(past.clone()).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
     assert!(
         e.message().contains("allows 1000000 bytes"),
@@ -1038,12 +1036,8 @@ async fn space_quotas_hold_against_a_writer_that_lies() {
         let (mut tx, rx) = futures::channel::mpsc::channel(2);
         let mut acks = raw.write_stream(rx).await.unwrap().into_inner();
         tx.send(WriteChunkRequest {
-            block: b1.block,
-            chunk: Some(chunk_of(0, &big)),
-            data: big.clone().into(),
-            token: b1.token.clone(),
             flush: true,
-            data_offset: 0,
+            ..past
         })
         .await
         .unwrap();

@@ -87,7 +87,7 @@ fn positive(conf: &Conf, key: &keys::Key<Duration>) -> Result<Duration, ConfigEr
     if d.is_zero() {
         return Err(ConfigError::Value {
             key: key.name.into(),
-            value: "0".into(),
+            value: conf.raw(key.name).unwrap_or("0").into(),
             why: "must be above zero".into(),
         });
     }
@@ -175,6 +175,22 @@ mod tests {
     fn sc(text: &str) -> Result<Option<crate::shortcircuit::ScConfig>, ConfigError> {
         ClientConfig::from_conf("om:9862", &Conf::parse(text, "t").unwrap())
             .map(|c| c.short_circuit)
+    }
+
+    #[test]
+    fn a_zero_datanode_deadline_is_refused() {
+        for key in ["ozone.client.read.timeout", "ozone.client.write.timeout"] {
+            let e = ClientConfig::from_conf(
+                "om:9862",
+                &Conf::parse(&format!("{key} = 0s\n"), "t").unwrap(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(key) && e.contains("above zero"), "{e}");
+        }
+        let c = ClientConfig::new("om:9862");
+        assert_eq!(c.read_timeout, Duration::from_secs(30));
+        assert_eq!(c.write_timeout, Duration::from_secs(60));
     }
 
     #[test]

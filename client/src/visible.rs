@@ -51,24 +51,25 @@ pub(crate) async fn settle(inner: &ClientInner, key: &mut KeyInfo) {
             }
         })
         .collect();
-    let mut seen: Option<u64> = None;
-    let mut late = None;
-    loop {
-        let next = match late {
-            None => asks.next().await,
-            Some(until) => match tokio::time::timeout_at(until, asks.next()).await {
-                Ok(n) => n,
-                Err(_) => break,
-            },
-        };
-        let Some(answer) = next else { break };
-        if let Some(len) = answer {
-            seen = Some(seen.map_or(len, |s| s.max(len)));
-            late.get_or_insert_with(|| tokio::time::Instant::now() + LATE_ANSWERS);
+    // The first answer, then the longest of those within LATE_ANSWERS.
+    let mut longest = None;
+    while let Some(answer) = asks.next().await {
+        if answer.is_some() {
+            longest = answer;
+            break;
         }
     }
-    if let Some(len) = seen.filter(|&l| l > last.length) {
-        key.size += len - last.length;
-        last.length = len;
+    let Some(mut longest) = longest else {
+        return;
+    };
+    let _ = tokio::time::timeout(LATE_ANSWERS, async {
+        while let Some(answer) = asks.next().await {
+            longest = longest.max(answer.unwrap_or(0));
+        }
+    })
+    .await;
+    if longest > last.length {
+        key.size += longest - last.length;
+        last.length = longest;
     }
 }

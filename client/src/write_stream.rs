@@ -83,13 +83,13 @@ async fn one(
     existing: Option<ReplicaStream>,
     req: WriteChunkRequest,
 ) -> Result<Option<ReplicaStream>, tonic::Status> {
-    let mut client = inner
-        .pool
-        .get(dn)
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let mut s = match existing {
         Some(s) => s,
         None => {
+            let mut client = inner
+                .pool
+                .get(dn)
+                .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
             let (tx, rx) = mpsc::channel(1);
             match client.write_stream(rx).await {
                 Ok(acks) => ReplicaStream {

@@ -360,10 +360,10 @@ impl BlockIntegrity {
     }
 
     /// As [`of_block`](Self::of_block), for chunks whose fine checksums this
-    /// process computed from the bytes it wrote and checked against the
-    /// coarse ones then: the list's shape is checked, the windows are not
-    /// combined again (a served view rebuilt on every hflush stays O(chunks)
-    /// instead of O(windows)).
+    /// process computed from the bytes it wrote (and, when it verifies
+    /// writes, checked against the coarse ones then): the list's shape is
+    /// checked, the windows are not combined again (a served view rebuilt on
+    /// every hflush stays O(chunks) instead of O(windows)).
     pub fn of_written(block: &BlockData) -> Result<Self, IntegrityError> {
         Self::build(block, false)
     }

@@ -141,19 +141,17 @@ impl DatanodeService {
         let flush = r.flush;
         let data_offset = r.data_offset;
         let data = r.data;
-        if len <= INLINE_WRITE && self.store.is_writing(&block) {
+        let inline = len <= INLINE_WRITE && self.store.is_writing(&block);
+        let write =
+            move |s: &BlockStore| s.write_chunk(&block, &chunk, &data, data_offset, verify, flush);
+        if inline {
             // A small write to an open block (an hflushed tail): one
             // pwrite into the page cache, done here; handing it to the
             // blocking pool and back cost more than the write.
             self.count("WriteChunk");
-            self.store
-                .write_chunk(&block, &chunk, &data, data_offset, verify, flush)
-                .map_err(|e| self.failed("WriteChunk", e))?;
+            write(&self.store).map_err(|e| self.failed("WriteChunk", e))?;
         } else {
-            self.blocking("WriteChunk", move |s| {
-                s.write_chunk(&block, &chunk, &data, data_offset, verify, flush)
-            })
-            .await?;
+            self.blocking("WriteChunk", write).await?;
         }
         self.metrics.bytes_written.inc_by(len);
         Ok(())

@@ -357,11 +357,10 @@ impl BlockStore {
     /// Whether block `id` is being written here (open, or synced and not
     /// committed).
     fn is_open(&self, id: &BlockId) -> Result<bool, StorageError> {
-        let key = key_of(id);
-        if self.open.lock().expect("lock").contains_key(&key) {
+        if self.is_writing(id) {
             return Ok(true);
         }
-        Ok(self.meta.get(key)?.is_some_and(|row| !row.committed))
+        Ok(self.meta.get(key_of(id))?.is_some_and(|row| !row.committed))
     }
 
     /// For a write of `chunk` from byte `data_offset` (window `first`):
@@ -435,8 +434,9 @@ impl BlockStore {
             chunks,
             committed: false,
         };
-        // The chunks' fine checksums were computed here from the bytes and
-        // checked against the client's when written.
+        // The chunks' fine checksums were computed here from the bytes (and
+        // checked against the client's when written, unless write
+        // verification is off; the commit checks them in any case).
         let integrity = BlockIntegrity::of_written(&data)?;
         let file = open.file.try_clone().map_err(io_err(&open.path))?;
         let visible = Arc::new(CommittedBlock {
